@@ -1,0 +1,133 @@
+// SIMD vocabulary shared by every kernel: the vector type for an element type, its width, and
+// scalar/vector overloads of the few math functions the activations need, so that one template
+// body serves both the vector loop and its scalar tail (and the scalar reference).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <type_traits>
+
+#ifndef CHAINLET_SCALAR
+// GCC 12.2 reports its own _mm512_min_ps/_mm512_max_ps (undefined pass-through operand) as
+// "may be used uninitialized" (GCC bug 105593); silence that inside the intrinsics headers only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#include <xsimd/xsimd.hpp>
+#pragma GCC diagnostic pop
+#endif
+
+namespace chainlet::simd {
+
+#ifdef CHAINLET_SCALAR
+inline constexpr bool enabled = false;
+template <class T>
+using vec = T;
+template <class T>
+inline constexpr std::size_t width = 1;
+inline constexpr const char* arch_name = "scalar";
+#else
+inline constexpr bool enabled = true;
+template <class T>
+using vec = xsimd::batch<T>;  // the widest ISA the compiler flags allow (-march=native by default)
+template <class T>
+inline constexpr std::size_t width = xsimd::batch<T>::size;
+inline constexpr const char* arch_name = xsimd::default_arch::name();
+#endif
+
+template <class V>
+struct scalar_of {
+    using type = V;
+};
+#ifndef CHAINLET_SCALAR
+template <class T, class A>
+struct scalar_of<xsimd::batch<T, A>> {
+    using type = T;
+};
+#endif
+template <class V>
+using scalar_t = typename scalar_of<V>::type;
+
+template <class V>
+inline constexpr bool is_vector = !std::is_arithmetic_v<V>;
+
+// Loads, stores and lane counts for V = a vector or a plain scalar (the tails).
+template <class V>
+constexpr std::size_t lanes_of() {
+    if constexpr (is_vector<V>) return V::size;
+    else return 1;
+}
+template <class V>
+inline constexpr std::size_t lanes = lanes_of<V>();
+template <class V, class T>
+inline V loadv(const T* p) {
+    if constexpr (is_vector<V>) return V::load_unaligned(p);
+    else return *p;
+}
+template <class V, class T>
+inline void storev(T* p, V v) {
+    if constexpr (is_vector<V>) v.store_unaligned(p);
+    else *p = v;
+}
+template <class T>
+inline T hsum(vec<T> v) {
+    if constexpr (enabled) return xsimd::hadd(v);
+    else return v;
+}
+
+// One template per function for scalars and vectors alike. (Calls with xsimd batches that are not
+// qualified with simd:: may also find xsimd's own overloads by ADL; those are more specialised and win.)
+#ifdef CHAINLET_SCALAR
+#define CHAINLET_SIMD_OR_STD(vector_call, scalar_call) return scalar_call
+#else
+#define CHAINLET_SIMD_OR_STD(vector_call, scalar_call) \
+    if constexpr (is_vector<V>) return vector_call;    \
+    else return scalar_call
+#endif
+template <class V>
+inline V fma(V a, V b, V c) { CHAINLET_SIMD_OR_STD(xsimd::fma(a, b, c), std::fma(a, b, c)); }
+template <class V, class M>
+inline V select(M m, V a, V b) { CHAINLET_SIMD_OR_STD(xsimd::select(m, a, b), m ? a : b); }
+template <class V>
+inline V max(V a, V b) { CHAINLET_SIMD_OR_STD(xsimd::max(a, b), a > b ? a : b); }
+template <class V>
+inline V min(V a, V b) { CHAINLET_SIMD_OR_STD(xsimd::min(a, b), a < b ? a : b); }
+template <class V>
+inline V abs(V a) { CHAINLET_SIMD_OR_STD(xsimd::abs(a), std::abs(a)); }
+template <class V>
+inline V exp(V a) { CHAINLET_SIMD_OR_STD(xsimd::exp(a), std::exp(a)); }
+template <class V>
+inline V log1p(V a) { CHAINLET_SIMD_OR_STD(xsimd::log1p(a), std::log1p(a)); }
+template <class V>
+inline V sqrt(V a) { CHAINLET_SIMD_OR_STD(xsimd::sqrt(a), std::sqrt(a)); }
+template <class V>
+inline V tanh_exact(V a) { CHAINLET_SIMD_OR_STD(xsimd::tanh(a), std::tanh(a)); }
+#undef CHAINLET_SIMD_OR_STD
+
+// tanh: in float, Eigen's 13/6 rational minimax approximation (max error a few ulp, no exp, one
+// division) — the activation of the tiny-MLP benchmark, so its cost matters; in double, the
+// accurate library tanh, since double is what the gradient checks and scientific users run.
+template <class V>
+inline V tanh(V x) {
+    using T = scalar_t<V>;
+    if constexpr (std::is_same_v<T, float>) {
+        const V c = simd::max(simd::min(x, V(7.99881172180175781f)), V(-7.99881172180175781f));
+        const V x2 = c * c;
+        V p = simd::fma(x2, V(-2.76076847742355e-16f), V(2.00018790482477e-13f));
+        p = simd::fma(x2, p, V(-8.60467152213735e-11f));
+        p = simd::fma(x2, p, V(5.12229709037114e-08f));
+        p = simd::fma(x2, p, V(1.48572235717979e-05f));
+        p = simd::fma(x2, p, V(6.37261928875436e-04f));
+        p = simd::fma(x2, p, V(4.89352455891786e-03f));
+        p = c * p;
+        V q = simd::fma(x2, V(1.19825839466702e-06f), V(1.18534705686654e-04f));
+        q = simd::fma(x2, q, V(2.26843463243900e-03f));
+        q = simd::fma(x2, q, V(4.89352518554385e-03f));
+        return simd::select(simd::abs(x) < V(0.0004f), x, p / q);
+    } else {
+        return tanh_exact(x);
+    }
+}
+
+}  // namespace chainlet::simd

@@ -1,0 +1,102 @@
+// Dense<Out, Act, Bias>: y = act(W x + b) for a flat input of In features.
+//
+// Parameters, in this order: W stored input-major, W[i * Out + o] (the transpose of PyTorch's
+// nn.Linear.weight), then b (Out values, absent without bias).
+// Activations inside the chain are feature-major: x[i * n + s] for sample s of a chunk of n.
+//
+// Pullback, with dz = dy * act'(z):   dW += dz x^T,   db += sum_s dz,   dx = W^T dz.
+//
+// A chunk of one sample (the call inside an ODE right-hand side) takes another route: the vectors
+// run along the features instead of the (single-sample) batch, so lanes stay full.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <span>
+
+#include "chainlet/activations.hpp"
+#include "chainlet/kernels/elementwise.hpp"
+#include "chainlet/kernels/gemm.hpp"
+#include "chainlet/random.hpp"
+#include "chainlet/shape.hpp"
+
+namespace chainlet {
+
+template <std::size_t Out, Activation Act = Identity, bool Bias = true>
+struct Dense {
+    static_assert(Out > 0, "Dense<Out>: Out must be positive");
+    using activation = Act;
+
+    template <class InShape>
+    struct bound {
+        static_assert(InShape::rank == 1,
+                      "Dense needs a flat input: put chainlet::Flatten between a Conv/MaxPool layer and Dense");
+        static constexpr std::size_t in_size = InShape::size;
+        static constexpr std::size_t out_size = Out;
+        using out_shape = Shape<Out>;
+        static constexpr std::size_t num_weights = in_size * Out;
+        static constexpr std::size_t num_params = num_weights + (Bias ? Out : 0);
+        // The pre-activation z, kept only when act' cannot be computed from y.
+        static constexpr std::size_t aux_per_sample = Act::derivative_from_output ? 0 : Out;
+
+        template <class T>
+        static void init(std::span<T> p, Rng& rng, InitKind kind) {
+            const double fan = static_cast<double>(in_size + Out);
+            for (std::size_t j = 0; j < num_weights; ++j)
+                p[j] = static_cast<T>(kind == InitKind::glorot_uniform ? std::sqrt(6.0 / fan) * (2 * rng.uniform() - 1)
+                                                                       : std::sqrt(2.0 / fan) * rng.normal());
+            for (std::size_t j = num_weights; j < num_params; ++j) p[j] = T(0);
+        }
+
+        template <class T>
+        static void forward(const T* p, const T* x, T* y, T* aux, std::size_t n) {
+            using namespace kernels;
+            const T* w = p;
+            T* z = Act::derivative_from_output ? nullptr : aux;
+            if (n == 1) {
+                if constexpr (Bias) {
+                    gemv_t<Act>(Out, in_size, x, w, Out, p + num_weights, y, z);
+                } else {
+                    gemm_nn<Act, Init::zero>(1, Out, in_size, x, 0, 1, w, Out, y, Out, nullptr, z);
+                }
+            } else {
+                // Y (Out x n) = act(b + W X), W(o, i) = w[i * Out + o]
+                if constexpr (Bias)
+                    gemm_nn<Act, Init::row_bias>(Out, n, in_size, w, 1, Out, x, n, y, n, p + num_weights, z);
+                else
+                    gemm_nn<Act, Init::zero>(Out, n, in_size, w, 1, Out, x, n, y, n, nullptr, z);
+            }
+        }
+
+        // dy is overwritten with dz. dx may be null (no input gradient wanted, e.g. the first layer).
+        template <class T>
+        static void pullback(const T* p, T* g, const T* x, const T* y, const T* aux, T* dy, T* dx, std::size_t n) {
+            using namespace kernels;
+            activation_pullback<Act>(dy, Act::derivative_from_output ? y : aux, Out * n);
+            const T* w = p;
+            T* gw = g;
+            if (n == 1) {
+                // dW (In x Out) += x dz^T: an outer product, vectorised along Out
+                gemm_nn<Identity, Init::accumulate>(in_size, Out, 1, x, 1, 0, dy, Out, gw, Out);
+                if constexpr (Bias) add_to(g + num_weights, dy, Out);
+                // dx[i] = sum_o w[i * Out + o] dz[o]
+                if (dx) {
+                    for (std::size_t i = 0; i < in_size; ++i) dx[i] = T(0);
+                    gemm_nt(1, in_size, Out, dy, Out, w, Out, dx, in_size);
+                }
+            } else {
+                // dW[i, o] += sum_s x[i, s] dz[o, s]
+                gemm_nt(in_size, Out, n, x, n, dy, n, gw, Out);
+                if constexpr (Bias) row_sums_add(Out, n, dy, n, g + num_weights);
+                // dX (In x n) = W^T dZ, W^T(i, o) = w[i * Out + o]
+                if (dx) gemm_nn<Identity, Init::zero>(in_size, n, Out, w, Out, 1, dy, n, dx, n);
+            }
+        }
+    };
+};
+
+// Dense without a bias term: y = act(W x).
+template <std::size_t Out, Activation Act = Identity>
+using DenseNoBias = Dense<Out, Act, false>;
+
+}  // namespace chainlet

@@ -1,0 +1,73 @@
+// Adam and AdamW on flat parameter and gradient spans (Kingma & Ba 2015; Loshchilov & Hutter 2019),
+// with PyTorch's conventions so results can be compared step for step:
+//   m = b1 m + (1 - b1) g,  v = b2 v + (1 - b2) g^2,
+//   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+// AdamW first decays the parameters: p -= lr * weight_decay * p.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "chainlet/memory.hpp"
+
+namespace chainlet {
+
+template <class T>
+class AdamW {
+public:
+    explicit AdamW(T lr, T weight_decay = T(0.01), T beta1 = T(0.9), T beta2 = T(0.999), T eps = T(1e-8))
+        : lr_(lr), wd_(weight_decay), b1_(beta1), b2_(beta2), eps_(eps) {
+        if (!(lr > 0) || !(weight_decay >= 0) || !(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1) || !(eps > 0))
+            throw std::invalid_argument("Adam: need lr > 0, weight_decay >= 0, 0 <= beta1, beta2 < 1, eps > 0");
+    }
+
+    // Allocates the moment buffers (zeroed) and restarts the step count; step() calls it on first use.
+    void init(std::size_t n) {
+        m_.assign(n, T(0));
+        v_.assign(n, T(0));
+        t_ = 0;
+    }
+
+    void step(std::span<T> p, std::span<const T> g) {
+        if (p.size() != g.size())
+            throw std::invalid_argument("Adam::step: " + std::to_string(p.size()) + " parameters but " +
+                                        std::to_string(g.size()) + " gradients");
+        if (m_.size() != p.size()) init(p.size());
+        ++t_;
+        const T c1 = T(1) / (T(1) - static_cast<T>(std::pow(static_cast<double>(b1_), static_cast<double>(t_))));
+        const T c2 = T(1) / (T(1) - static_cast<T>(std::pow(static_cast<double>(b2_), static_cast<double>(t_))));
+        const T decay = T(1) - lr_ * wd_;
+        T* __restrict pp = p.data();
+        const T* __restrict gg = g.data();
+        T* __restrict m = m_.data();
+        T* __restrict v = v_.data();
+        for (std::size_t i = 0, n = p.size(); i < n; ++i) {
+            m[i] = b1_ * m[i] + (1 - b1_) * gg[i];
+            v[i] = b2_ * v[i] + (1 - b2_) * gg[i] * gg[i];
+            pp[i] = pp[i] * decay - lr_ * (m[i] * c1) / (std::sqrt(v[i] * c2) + eps_);
+        }
+    }
+
+    T learning_rate() const { return lr_; }
+    void set_learning_rate(T lr) { lr_ = lr; }
+    std::size_t steps() const { return t_; }
+    std::span<const T> first_moment() const { return m_; }
+    std::span<const T> second_moment() const { return v_; }
+
+protected:
+    T lr_, wd_, b1_, b2_, eps_;
+    aligned_vector<T> m_, v_;
+    std::size_t t_ = 0;
+};
+
+// Adam is AdamW without weight decay (decay factor exactly 1).
+template <class T>
+class Adam : public AdamW<T> {
+public:
+    explicit Adam(T lr, T beta1 = T(0.9), T beta2 = T(0.999), T eps = T(1e-8)) : AdamW<T>(lr, T(0), beta1, beta2, eps) {}
+};
+
+}  // namespace chainlet

@@ -1,0 +1,41 @@
+// Stochastic gradient descent with (heavy-ball) momentum, PyTorch's convention:
+//   v = momentum * v + g,   p -= lr * v          (momentum 0: plain SGD, v = g)
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "chainlet/memory.hpp"
+
+namespace chainlet {
+
+template <class T>
+class SGD {
+public:
+    explicit SGD(T lr, T momentum = T(0)) : lr_(lr), mu_(momentum) {
+        if (!(lr > 0) || !(momentum >= 0 && momentum < 1))
+            throw std::invalid_argument("SGD: need lr > 0 and 0 <= momentum < 1");
+    }
+    void init(std::size_t n) { v_.assign(n, T(0)); }
+    void step(std::span<T> p, std::span<const T> g) {
+        if (p.size() != g.size())
+            throw std::invalid_argument("SGD::step: " + std::to_string(p.size()) + " parameters but " +
+                                        std::to_string(g.size()) + " gradients");
+        if (v_.size() != p.size()) init(p.size());
+        for (std::size_t i = 0; i < p.size(); ++i) {
+            v_[i] = mu_ * v_[i] + g[i];
+            p[i] -= lr_ * v_[i];
+        }
+    }
+    T learning_rate() const { return lr_; }
+    void set_learning_rate(T lr) { lr_ = lr; }
+    std::span<const T> velocity() const { return v_; }
+
+private:
+    T lr_, mu_;
+    aligned_vector<T> v_;
+};
+
+}  // namespace chainlet

@@ -1,0 +1,201 @@
+// The public entry points: init_params, value_and_gradient, predict and fit. They take any contiguous
+// ranges (std::vector, std::span, arrays), check every runtime size once, and report a mismatch with an
+// exception that says what was expected and what was given.
+//
+// Data are sample-major, one row per sample as in PyTorch: x holds n rows of Net::in_size values (an
+// image row by row, channels last), y holds n rows of the loss's targets (Net::out_size values, or one
+// integer label).
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <numeric>
+#include <ranges>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "chainlet/losses.hpp"
+#include "chainlet/random.hpp"
+#include "chainlet/workspace.hpp"
+
+namespace chainlet {
+
+namespace detail {
+
+inline void expect_size(const char* where, const char* what, std::size_t expected, std::size_t given) {
+    if (expected != given)
+        throw std::invalid_argument(std::string(where) + ": " + what + " has " + std::to_string(given) +
+                                    " elements, expected " + std::to_string(expected));
+}
+
+// Number of samples in x, which must be a positive whole number of rows of `row` values.
+inline std::size_t count_rows(const char* where, std::size_t size, std::size_t row) {
+    if (size == 0 || size % row != 0)
+        throw std::invalid_argument(std::string(where) + ": the input has " + std::to_string(size) +
+                                    " values, expected a positive multiple of " + std::to_string(row) +
+                                    " (the input size of one sample)");
+    return size / row;
+}
+
+template <class R>
+using value_t = std::remove_cvref_t<std::ranges::range_value_t<R>>;
+
+}  // namespace detail
+
+// The calling thread's workspace for (Net, T), used by the convenience overloads below.
+template <class Net, class T>
+Workspace<Net, T>& thread_workspace() {
+    thread_local Workspace<Net, T> ws;
+    return ws;
+}
+
+// Fills p (Net::num_params values) with Glorot weights and zero biases, reproducibly from seed.
+template <class Net, std::ranges::contiguous_range P>
+void init_params(P&& p, std::uint64_t seed, InitKind kind = InitKind::glorot_uniform) {
+    using T = detail::value_t<P>;
+    detail::expect_size("init_params", "the parameter buffer", Net::num_params, std::ranges::size(p));
+    Net::template init<T>(std::span<T>(std::ranges::data(p), Net::num_params), seed, kind);
+}
+
+// Mean loss over the samples in x and its gradient, written into g (overwritten). No allocation once
+// the workspace has seen a batch this large.
+template <class Net, std::ranges::contiguous_range P, std::ranges::contiguous_range G, std::ranges::contiguous_range X,
+          std::ranges::contiguous_range Y, class L>
+detail::value_t<G> value_and_gradient(Workspace<Net, detail::value_t<G>>& ws, const P& p, G&& g, const X& x,
+                                      const Y& y, const L& loss, int threads = 1) {
+    using T = detail::value_t<G>;
+    static_assert(Loss<L, T>, "the loss does not provide the interface documented in chainlet/losses.hpp");
+    static_assert(std::is_same_v<detail::value_t<P>, T> && std::is_same_v<detail::value_t<X>, T>,
+                  "parameters, gradient and inputs must have the same element type");
+    static_assert(std::is_same_v<detail::value_t<Y>, typename L::template target<T>>,
+                  "the targets' element type is not the one the loss expects");
+    constexpr const char* where = "value_and_gradient";
+    detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
+    detail::expect_size(where, "the gradient buffer", Net::num_params, std::ranges::size(g));
+    const std::size_t n = detail::count_rows(where, std::ranges::size(x), Net::in_size);
+    detail::expect_size(where, "the target buffer", n * L::targets_per_sample(Net::out_size), std::ranges::size(y));
+    L::template check_targets<T>(std::span(std::ranges::data(y), std::ranges::size(y)), Net::out_size);
+    return ws.value_and_gradient(std::ranges::data(p), std::ranges::data(g), std::ranges::data(x),
+                                 std::ranges::data(y), nullptr, n, loss, threads);
+}
+
+template <class Net, std::ranges::contiguous_range P, std::ranges::contiguous_range G, std::ranges::contiguous_range X,
+          std::ranges::contiguous_range Y, class L>
+detail::value_t<G> value_and_gradient(const P& p, G&& g, const X& x, const Y& y, const L& loss, int threads = 1) {
+    return value_and_gradient<Net>(thread_workspace<Net, detail::value_t<G>>(), p, g, x, y, loss, threads);
+}
+
+// Writes the outputs for the samples in x into out (n rows of Net::out_size), the caller's buffer:
+// nothing the next call overwrites.
+template <class Net, std::ranges::contiguous_range P, std::ranges::contiguous_range X, std::ranges::contiguous_range O>
+void predict(Workspace<Net, detail::value_t<O>>& ws, const P& p, const X& x, O&& out, int threads = 1) {
+    using T = detail::value_t<O>;
+    static_assert(std::is_same_v<detail::value_t<P>, T> && std::is_same_v<detail::value_t<X>, T>,
+                  "parameters, inputs and outputs must have the same element type");
+    constexpr const char* where = "predict";
+    detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
+    const std::size_t n = detail::count_rows(where, std::ranges::size(x), Net::in_size);
+    detail::expect_size(where, "the output buffer", n * Net::out_size, std::ranges::size(out));
+    ws.predict(std::ranges::data(p), std::ranges::data(x), std::ranges::data(out), n, threads);
+}
+
+template <class Net, std::ranges::contiguous_range P, std::ranges::contiguous_range X, std::ranges::contiguous_range O>
+void predict(const P& p, const X& x, O&& out, int threads = 1) {
+    predict<Net>(thread_workspace<Net, detail::value_t<O>>(), p, x, out, threads);
+}
+
+struct StepInfo {
+    std::size_t epoch;            // 1-based
+    std::size_t step;             // 1-based, within the epoch
+    std::size_t steps_per_epoch;
+    double loss;                  // mean loss of this step's batch (before the update)
+};
+
+struct EpochInfo {
+    std::size_t epoch;            // 1-based
+    std::size_t epochs;
+    double loss;                  // mean of the epoch's per-sample losses, as seen before each update
+    double seconds;               // wall time of the epoch's training steps
+};
+
+struct FitOptions {
+    std::size_t epochs = 1;
+    std::size_t batch = 0;        // samples per step; 0 = the whole data set (full batch)
+    std::uint64_t seed = 0;       // seeds the shuffling
+    bool shuffle = true;          // reshuffle the samples every epoch (ignored for a full batch)
+    int threads = 0;              // 0 = all cores (OpenMP's default)
+    std::function<void(const StepInfo&)> on_step;    // after every optimiser step
+    std::function<void(const EpochInfo&)> on_epoch;  // after every epoch
+};
+
+struct FitResult {
+    std::size_t steps = 0;
+    double last_epoch_loss = 0;
+    double seconds = 0;
+};
+
+// Trains p in place with optimiser opt. All buffers are allocated before the first step; a step
+// allocates nothing. A non-finite loss or gradient stops training with std::runtime_error naming the
+// epoch and step; p then holds the parameters of the last finite step.
+template <class Net, std::ranges::contiguous_range P, class L, std::ranges::contiguous_range X,
+          std::ranges::contiguous_range Y, class Opt>
+FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitOptions& o = {}) {
+    using T = detail::value_t<P>;
+    static_assert(Loss<L, T>, "the loss does not provide the interface documented in chainlet/losses.hpp");
+    constexpr const char* where = "fit";
+    detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
+    const std::size_t n = detail::count_rows(where, std::ranges::size(x), Net::in_size);
+    detail::expect_size(where, "the target buffer", n * L::targets_per_sample(Net::out_size), std::ranges::size(y));
+    if (n > UINT32_MAX) throw std::invalid_argument("fit: more than 2^32 samples");
+    L::template check_targets<T>(std::span(std::ranges::data(y), std::ranges::size(y)), Net::out_size);
+    const std::size_t batch = o.batch == 0 ? n : std::min(o.batch, n);
+    const bool shuffle = o.shuffle && batch < n;
+    const int threads = resolve_threads(o.threads);
+
+    Workspace<Net, T> ws(batch, threads);
+    std::vector<T> g(Net::num_params);
+    std::vector<std::uint32_t> order(shuffle ? n : 0);
+    std::iota(order.begin(), order.end(), 0u);
+    opt.init(Net::num_params);
+    Rng rng(o.seed);
+
+    T* pp = std::ranges::data(p);
+    const std::span<T> ps(pp, Net::num_params);
+    FitResult result;
+    const std::size_t steps = (n + batch - 1) / batch;
+    for (std::size_t e = 1; e <= o.epochs; ++e) {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (shuffle)
+            for (std::size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+        double epoch_loss = 0;
+        for (std::size_t s = 0; s < steps; ++s) {
+            const std::size_t b0 = s * batch, m = std::min(batch, n - b0);
+            const T* xb = std::ranges::data(x) + (shuffle ? 0 : b0 * Net::in_size);
+            const auto* yb = std::ranges::data(y) + (shuffle ? 0 : b0 * L::targets_per_sample(Net::out_size));
+            const T l = ws.value_and_gradient(pp, g.data(), xb, yb, shuffle ? order.data() + b0 : nullptr, m, loss,
+                                              threads);
+            bool finite = std::isfinite(l);
+            for (std::size_t j = 0; finite && j < g.size(); ++j) finite = std::isfinite(g[j]);
+            if (!finite)
+                throw std::runtime_error("fit: the " + std::string(std::isfinite(l) ? "gradient" : "loss") +
+                                         " became non-finite at epoch " + std::to_string(e) + ", step " +
+                                         std::to_string(s + 1) + "; the parameters are those before this step");
+            opt.step(ps, std::span<const T>(g));
+            ++result.steps;
+            epoch_loss += static_cast<double>(l) * static_cast<double>(m);
+            if (o.on_step) o.on_step(StepInfo{e, s + 1, steps, static_cast<double>(l)});
+        }
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        result.seconds += secs;
+        result.last_epoch_loss = epoch_loss / static_cast<double>(n);
+        if (o.on_epoch) o.on_epoch(EpochInfo{e, o.epochs, result.last_epoch_loss, secs});
+    }
+    return result;
+}
+
+}  // namespace chainlet

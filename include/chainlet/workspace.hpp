@@ -1,0 +1,163 @@
+// Workspace<Net, T>: every buffer a forward pass, a gradient or a prediction needs, allocated once.
+//
+// A batch is cut into chunks of `chunk` samples (a constant of the chain and the element type, sized
+// so a chunk's activations stay in the L2 cache). Chunks run on OpenMP threads, each on its thread's
+// scratch; chunk c writes its own partial gradient, and the partials are added in chunk order. The
+// chunking and the order of every sum depend on the batch alone, never on the thread count, so the
+// same inputs give the same bits with any number of threads.
+//
+// A workspace is not shared between concurrent callers; each thread that calls the library brings its
+// own (the convenience functions in train.hpp keep one per thread).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "chainlet/kernels/elementwise.hpp"
+#include "chainlet/losses.hpp"
+#include "chainlet/memory.hpp"
+#include "chainlet/parallel.hpp"
+
+namespace chainlet {
+
+template <class Net, class T>
+class Workspace {
+public:
+    static constexpr std::size_t bytes_per_sample =
+        sizeof(T) * ([] {
+            std::size_t s = 2 * Net::max_width;
+            for (auto w : Net::width) s += w;
+            for (auto a : Net::layer_aux) s += a;
+            return s;
+        }());
+    // Samples per chunk: about 256 KiB of activations, a multiple of 16, between 16 and 512.
+    static constexpr std::size_t chunk = std::clamp<std::size_t>((256 * 1024 / bytes_per_sample) / 16 * 16, 16, 512);
+    // At most this many chunks hold a partial gradient at once; larger batches run in waves.
+    static constexpr std::size_t max_wave = 64;
+
+    Workspace() = default;
+    explicit Workspace(std::size_t batch, int threads = 0) { reserve(batch, threads); }
+
+    // Allocates for batches of up to `batch` samples on up to `threads` threads (0: all). Calls with
+    // larger batches or more threads grow the workspace; calls within these bounds never allocate.
+    void reserve(std::size_t batch, int threads = 0) {
+        threads = resolve_threads(threads);
+        const std::size_t per_chunk = std::min(std::max<std::size_t>(batch, 1), chunk);
+        if (scratch_.size() < static_cast<std::size_t>(threads)) scratch_.resize(static_cast<std::size_t>(threads));
+        for (auto& s : scratch_) s.reserve(per_chunk);
+        const std::size_t chunks = std::min(num_chunks(batch), max_wave);
+        if (chunks > 1 && partial_.size() < chunks * Net::num_params) partial_.resize(chunks * Net::num_params);
+    }
+
+    static std::size_t num_chunks(std::size_t n) { return (n + chunk - 1) / chunk; }
+
+    // Mean loss over the n samples and its gradient, written to g (overwritten, not accumulated).
+    // x: n rows of Net::in_size, y: n rows of the loss's targets, both sample-major; row s of the batch
+    // is row index[s] of x and y (or row s if index is null). Sizes are the caller's to check.
+    template <class L>
+    T value_and_gradient(const T* p, T* g, const T* x, const typename L::template target<T>* y,
+                         const std::uint32_t* index, std::size_t n, const L& loss, int threads = 1) {
+        using target_t = typename L::template target<T>;
+        threads = resolve_threads(threads);
+        reserve(n, threads);
+        const std::size_t chunks = num_chunks(n);
+        const std::size_t tps = L::targets_per_sample(Net::out_size);
+        const T scale = T(1) / static_cast<T>(n);
+        auto run_chunk = [&](std::size_t c, int tid, T* gc) {
+            Scratch& s = scratch_[static_cast<std::size_t>(tid)];
+            const std::size_t s0 = c * chunk, m = std::min(chunk, n - s0);
+            const std::uint32_t* idx = index ? index + s0 : nullptr;
+            kernels::gather_transpose(x + (index ? 0 : s0 * Net::in_size), Net::in_size, idx, m, s.act[0]);
+            target_t* t = s.template targets<target_t>(tps * chunk);
+            kernels::gather_transpose(y + (index ? 0 : s0 * tps), tps, idx, m, t);
+            Net::forward(p, s.act.data(), s.aux.data(), m);
+            const T l = loss.template value_and_gradient<T>(s.act[Net::num_layers], t, s.d0, Net::out_size, m, scale);
+            Net::pullback(p, gc, s.act.data(), s.aux.data(), s.d0, s.d1, m, false);
+            return l;
+        };
+        std::fill_n(g, Net::num_params, T(0));
+        if (chunks == 1) return run_chunk(0, 0, g) * scale;
+        T total = 0;
+        T losses[max_wave];
+        for (std::size_t w0 = 0; w0 < chunks; w0 += max_wave) {
+            const std::size_t wn = std::min(max_wave, chunks - w0);
+            parallel_for(wn, threads, [&](std::size_t i, int tid) {
+                T* gc = partial_.data() + i * Net::num_params;
+                std::fill_n(gc, Net::num_params, T(0));
+                losses[i] = run_chunk(w0 + i, tid, gc);
+            });
+            for (std::size_t i = 0; i < wn; ++i) total += losses[i];
+            // g += partial_0 + partial_1 + ... in chunk order, split across threads by parameter blocks.
+            constexpr std::size_t block = 4096;
+            const std::size_t blocks = (Net::num_params + block - 1) / block;
+            parallel_for(blocks, threads, [&](std::size_t b, int) {
+                const std::size_t j0 = b * block, len = std::min(block, Net::num_params - j0);
+                for (std::size_t i = 0; i < wn; ++i) kernels::add_to(g + j0, partial_.data() + i * Net::num_params + j0, len);
+            });
+        }
+        return total * scale;
+    }
+
+    // out: n rows of Net::out_size, sample-major.
+    void predict(const T* p, const T* x, T* out, std::size_t n, int threads = 1) {
+        threads = resolve_threads(threads);
+        reserve(n, threads);
+        parallel_for(num_chunks(n), threads, [&](std::size_t c, int tid) {
+            Scratch& s = scratch_[static_cast<std::size_t>(tid)];
+            const std::size_t s0 = c * chunk, m = std::min(chunk, n - s0);
+            kernels::gather_transpose(x + s0 * Net::in_size, Net::in_size, nullptr, m, s.act[0]);
+            Net::forward(p, s.act.data(), s.aux.data(), m);
+            if (m == 1) std::copy_n(s.act[Net::num_layers], Net::out_size, out + s0 * Net::out_size);
+            else kernels::scatter_transpose(s.act[Net::num_layers], Net::out_size, m, out + s0 * Net::out_size);
+        });
+    }
+
+private:
+    // One thread's buffers for one chunk: activations at every layer boundary, layer aux storage,
+    // two cotangent buffers, and the chunk's targets.
+    struct Scratch {
+        aligned_vector<T> buf;
+        aligned_vector<std::byte> target_buf;
+        std::vector<T*> act = std::vector<T*>(Net::num_layers + 1);
+        std::vector<T*> aux = std::vector<T*>(Net::num_layers);
+        T* d0 = nullptr;
+        T* d1 = nullptr;
+        std::size_t capacity = 0;
+
+        void reserve(std::size_t m) {
+            if (m <= capacity) return;
+            std::size_t total = 2 * round_up16(Net::max_width * m);
+            for (auto w : Net::width) total += round_up16(w * m);
+            for (auto a : Net::layer_aux) total += round_up16(a * m);
+            buf.assign(total, T(0));
+            T* q = buf.data();
+            for (std::size_t i = 0; i <= Net::num_layers; ++i) {
+                act[i] = q;
+                q += round_up16(Net::width[i] * m);
+            }
+            for (std::size_t i = 0; i < Net::num_layers; ++i) {
+                aux[i] = q;
+                q += round_up16(Net::layer_aux[i] * m);
+            }
+            d0 = q;
+            d1 = q + round_up16(Net::max_width * m);
+            capacity = m;
+        }
+        template <class U>
+        U* targets(std::size_t count) {
+            if (target_buf.size() < count * sizeof(U)) target_buf.resize(count * sizeof(U));
+            return reinterpret_cast<U*>(target_buf.data());
+        }
+    };
+
+    std::vector<Scratch> scratch_;
+    aligned_vector<T> partial_;
+};
+
+}  // namespace chainlet

@@ -1,0 +1,90 @@
+// Each activation: its vector form against its scalar form on odd lengths, its value against the
+// textbook formula, and its hand-written derivative against finite differences in double.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "chainlet/activations.hpp"
+#include "chainlet/kernels/elementwise.hpp"
+#include "support.hpp"
+
+using namespace chainlet;
+
+namespace {
+
+double textbook(const char* name, double z) {
+    const std::string n = name;
+    if (n == "identity") return z;
+    if (n == "relu") return z > 0 ? z : 0;
+    if (n == "tanh") return std::tanh(z);
+    if (n == "sigmoid") return 1 / (1 + std::exp(-z));
+    if (n == "softplus") return std::log(1 + std::exp(z));
+    return 0.5 * z * (1 + std::tanh(std::sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)));  // gelu
+}
+
+template <class Act, class T>
+void vector_matches_scalar() {
+    for (std::size_t n : {1, 3, 7, 17, 33, 100}) {
+        auto z = test::random_vector<T>(n, n, 3.0);
+        std::vector<T> y(n), dy = test::random_vector<T>(n, n + 7);
+        // value: the vector loop of gemm_nn's epilogue is Act::value on a batch; compare lane by lane.
+        using V = simd::vec<T>;
+        constexpr std::size_t W = simd::width<T>;
+        std::size_t i = 0;
+        for (; i + W <= n; i += W) simd::storev(&y[i], Act::value(simd::loadv<V>(&z[i])));
+        for (; i < n; ++i) y[i] = Act::value(z[i]);
+        for (std::size_t j = 0; j < n; ++j) REQUIRE(y[j] == Approx(Act::value(z[j])).epsilon(1e-6).margin(1e-7));
+        const auto& s = Act::derivative_from_output ? y : z;
+        auto d1 = dy, d2 = dy;
+        kernels::activation_pullback<Act>(d1.data(), s.data(), n);
+        kernels::activation_pullback_reference<Act>(d2.data(), s.data(), n);
+        for (std::size_t j = 0; j < n; ++j) REQUIRE(d1[j] == Approx(d2[j]).epsilon(1e-5).margin(1e-6));
+    }
+}
+
+template <class Act>
+void derivative_matches_finite_differences() {
+    const auto z = test::random_vector(200, 11, 3.0);
+    for (double zi : z) {
+        if (std::abs(zi) < 1e-4) continue;  // the kink of ReLU
+        const double y = Act::value(zi);
+        REQUIRE(y == Approx(textbook(Act::name, zi)).epsilon(1e-12).margin(1e-12));
+        const double h = 1e-6;
+        const double fd = (Act::value(zi + h) - Act::value(zi - h)) / (2 * h);
+        const double d = Act::pullback(1.0, Act::derivative_from_output ? y : zi);
+        REQUIRE(d == Approx(fd).epsilon(1e-6).margin(1e-8));
+    }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("activation: vector form matches scalar form", "[activation]", Identity, ReLU, Tanh, Sigmoid,
+                   Softplus, GELU) {
+    vector_matches_scalar<TestType, float>();
+    vector_matches_scalar<TestType, double>();
+}
+
+TEMPLATE_TEST_CASE("activation: value and derivative (double, finite differences)", "[activation][gradient]",
+                   Identity, ReLU, Tanh, Sigmoid, Softplus, GELU) {
+    derivative_matches_finite_differences<TestType>();
+}
+
+TEST_CASE("activation: fast float tanh stays within 2e-6 of std::tanh", "[activation]") {
+    using V = simd::vec<float>;
+    double worst = 0;
+    for (float z = -12.0f; z <= 12.0f; z += 0.001f) {
+        float lanes[simd::width<float>];
+        simd::storev(lanes, simd::tanh(V(z)));
+        worst = std::max(worst, std::abs(static_cast<double>(lanes[0]) - std::tanh(static_cast<double>(z))));
+        worst = std::max(worst, std::abs(static_cast<double>(simd::tanh(z)) - std::tanh(static_cast<double>(z))));
+    }
+    REQUIRE(worst < 2e-6);
+}
+
+TEST_CASE("activation: softplus and sigmoid do not overflow for large |z|", "[activation]") {
+    REQUIRE(Softplus::value(1000.0) == Approx(1000.0));
+    REQUIRE(Softplus::value(-1000.0) == Approx(0.0).margin(1e-300));
+    REQUIRE(Sigmoid::value(-1000.0f) == 0.0f);
+    REQUIRE(std::isfinite(Softplus::pullback(1.0, 1000.0)));
+}

@@ -1,0 +1,121 @@
+// Chain: compile-time shapes and offsets, whole-chain gradients against finite differences (double),
+// chunked and threaded evaluation against one chunk, bit-for-bit determinism across thread counts,
+// and the size errors of the public entry points.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "chainlet/chainlet.hpp"
+#include "support.hpp"
+
+using namespace chainlet;
+
+using Tiny = Chain<Input<4>, Dense<32, Tanh>, Dense<16, Tanh>, Dense<4>>;
+using Mixed = Chain<Input<3>, Dense<6, GELU>, DenseNoBias<5, Softplus>, Dense<4, Sigmoid>, Dense<3, ReLU>, Dense<2>>;
+
+TEST_CASE("Chain: sizes and offsets are compile-time constants", "[chain]") {
+    STATIC_REQUIRE(Tiny::num_params == 756);
+    STATIC_REQUIRE(Tiny::param_offset[1] == 4 * 32 + 32);
+    STATIC_REQUIRE(Tiny::param_offset[2] == 160 + 32 * 16 + 16);
+    STATIC_REQUIRE(Tiny::in_size == 4);
+    STATIC_REQUIRE(Tiny::out_size == 4);
+    STATIC_REQUIRE(Tiny::max_width == 32);
+    STATIC_REQUIRE(Mixed::num_params == (3 * 6 + 6) + 6 * 5 + (5 * 4 + 4) + (4 * 3 + 3) + (3 * 2 + 2));
+}
+
+template <class Net, class L, class Y>
+void check_chain_gradient(std::size_t n, const Y& y, L loss) {
+    std::vector<double> p(Net::num_params), g(Net::num_params);
+    init_params<Net>(p, 5, InitKind::glorot_normal);
+    for (std::size_t i = 0; i < p.size(); ++i) p[i] += 0.1 * std::sin(static_cast<double>(i));  // non-zero biases
+    const auto x = test::random_vector(n * Net::in_size, 6);
+    value_and_gradient<Net>(p, g, x, y, loss);
+    std::vector<double> scratch(Net::num_params);
+    const double err = test::gradient_error(
+        [&](const std::vector<double>& pp) { return value_and_gradient<Net>(pp, scratch, x, y, loss); }, p, g);
+    REQUIRE(err < 1e-6);
+}
+
+TEST_CASE("Chain: gradient of the mean loss matches finite differences (double)", "[chain][gradient]") {
+    for (std::size_t n : {1, 3, 40}) {
+        INFO("n=" << n);
+        check_chain_gradient<Tiny>(n, test::random_vector(n * 4, 7), SquaredError{});
+        check_chain_gradient<Mixed>(n, test::random_vector(n * 2, 8), AbsoluteError{});
+        std::vector<std::int32_t> labels(n);
+        for (std::size_t i = 0; i < n; ++i) labels[i] = static_cast<std::int32_t>(i % 2);
+        check_chain_gradient<Mixed>(n, labels, SoftmaxCrossEntropy{});
+    }
+}
+
+TEST_CASE("Chain: many chunks on several threads give the one-chunk gradient", "[chain][parallel]") {
+    using WS = Workspace<Tiny, double>;
+    const std::size_t n = 3 * WS::chunk + 17;
+    std::vector<double> p(Tiny::num_params), g1(Tiny::num_params), g2(Tiny::num_params);
+    init_params<Tiny>(p, 1);
+    const auto x = test::random_vector(n * 4, 2), y = test::random_vector(n * 4, 3);
+    WS ws;
+    const double l1 = value_and_gradient<Tiny>(ws, p, g1, x, y, SquaredError{}, 2);
+    // Reference: one sample at a time, averaged.
+    std::fill(g2.begin(), g2.end(), 0.0);
+    double l2 = 0;
+    std::vector<double> gs(Tiny::num_params);
+    for (std::size_t s = 0; s < n; ++s) {
+        l2 += value_and_gradient<Tiny>(std::span(p), gs, std::span(x).subspan(s * 4, 4), std::span(y).subspan(s * 4, 4),
+                                       SquaredError{});
+        for (std::size_t j = 0; j < gs.size(); ++j) g2[j] += gs[j];
+    }
+    for (auto& v : g2) v /= static_cast<double>(n);
+    REQUIRE(l1 == Approx(l2 / static_cast<double>(n)).epsilon(1e-12));
+    REQUIRE(test::max_rel_diff(g1, g2) < 1e-12);
+}
+
+TEST_CASE("Chain: same inputs give the same bits on 1, 2 and 3 threads", "[chain][parallel]") {
+    const std::size_t n = 5000;
+    std::vector<float> p(Tiny::num_params);
+    init_params<Tiny>(p, 3);
+    const auto x = test::random_vector<float>(n * 4, 4), y = test::random_vector<float>(n * 4, 5);
+    std::vector<float> g1(p.size()), g2(p.size()), g3(p.size());
+    Workspace<Tiny, float> ws;
+    const float l1 = value_and_gradient<Tiny>(ws, p, g1, x, y, SquaredError{}, 1);
+    const float l2 = value_and_gradient<Tiny>(ws, p, g2, x, y, SquaredError{}, 2);
+    const float l3 = value_and_gradient<Tiny>(ws, p, g3, x, y, SquaredError{}, 3);
+    REQUIRE(l1 == l2);
+    REQUIRE(l1 == l3);
+    REQUIRE(g1 == g2);
+    REQUIRE(g1 == g3);
+}
+
+TEST_CASE("Chain: predict writes the caller's buffer and agrees with the forward pass of one sample", "[chain]") {
+    const std::size_t n = 1100;
+    std::vector<float> p(Tiny::num_params);
+    init_params<Tiny>(p, 9);
+    const auto x = test::random_vector<float>(n * 4, 10);
+    std::vector<float> out(n * 4), one(4), out_again(n * 4);
+    predict<Tiny>(p, x, out, 2);
+    for (std::size_t s = 0; s < n; s += 97) {
+        predict<Tiny>(std::span<const float>(p), std::span<const float>(x).subspan(s * 4, 4), one);
+        for (std::size_t o = 0; o < 4; ++o) REQUIRE(one[o] == Approx(out[s * 4 + o]).epsilon(1e-5).margin(1e-6));
+    }
+    const auto kept = out;
+    predict<Tiny>(p, test::random_vector<float>(n * 4, 11), out_again);
+    REQUIRE(out == kept);  // an earlier result is never overwritten by a later call
+}
+
+TEST_CASE("Chain: wrong sizes are reported with what was expected and what was given", "[chain][errors]") {
+    std::vector<float> p(Tiny::num_params), g(Tiny::num_params), x(8), y(8), out(8);
+    init_params<Tiny>(p, 1);
+    std::vector<float> short_p(10);
+    REQUIRE_THROWS_WITH(value_and_gradient<Tiny>(short_p, g, x, y, SquaredError{}),
+                        Catch::Contains("parameter buffer has 10 elements, expected 756"));
+    std::vector<float> bad_x(7);
+    REQUIRE_THROWS_WITH(value_and_gradient<Tiny>(p, g, bad_x, y, SquaredError{}),
+                        Catch::Contains("expected a positive multiple of 4"));
+    std::vector<float> bad_y(12);
+    REQUIRE_THROWS_WITH(value_and_gradient<Tiny>(p, g, x, bad_y, SquaredError{}),
+                        Catch::Contains("target buffer has 12 elements, expected 8"));
+    std::vector<float> bad_out(4);
+    REQUIRE_THROWS_WITH(predict<Tiny>(p, x, bad_out), Catch::Contains("output buffer has 4 elements, expected 8"));
+    REQUIRE_THROWS_WITH(init_params<Tiny>(short_p, 1), Catch::Contains("expected 756"));
+    std::vector<float> empty;
+    REQUIRE_THROWS(predict<Tiny>(p, empty, out));
+}

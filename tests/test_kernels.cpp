@@ -1,0 +1,112 @@
+// Every SIMD kernel against its scalar twin, on awkward sizes (1, 3, 7, 17, 33, ...) so that the
+// vector tiles, the one-vector tiles and the scalar tails all run, in float and double.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "chainlet/kernels/elementwise.hpp"
+#include "chainlet/kernels/gemm.hpp"
+#include "support.hpp"
+
+using namespace chainlet;
+using namespace chainlet::kernels;
+
+namespace {
+
+const std::size_t sizes[] = {1, 3, 7, 17, 33, 70};
+
+template <class Act, Init init, class T>
+void check_gemm_nn(bool transposed_a, bool with_z) {
+    for (std::size_t M : sizes)
+        for (std::size_t N : sizes)
+            for (std::size_t K : {std::size_t(1), std::size_t(5), std::size_t(19)}) {
+                const auto a = test::random_vector<T>(M * K, M * 100 + K);
+                const auto b = test::random_vector<T>(K * N, N * 7 + K);
+                const auto bias = test::random_vector<T>(std::max(M, N), M + N);
+                const ptrdiff_t rs = transposed_a ? 1 : static_cast<ptrdiff_t>(K);
+                const ptrdiff_t cs = transposed_a ? static_cast<ptrdiff_t>(M) : 1;
+                auto c1 = test::random_vector<T>(M * N, 5), c2 = c1;
+                std::vector<T> z1(M * N), z2(M * N);
+                gemm_nn<Act, init>(M, N, K, a.data(), rs, cs, b.data(), N, c1.data(), N, bias.data(),
+                                   with_z ? z1.data() : nullptr);
+                gemm_nn_reference<Act, init>(M, N, K, a.data(), rs, cs, b.data(), N, c2.data(), N, bias.data(),
+                                             with_z ? z2.data() : nullptr);
+                INFO("M=" << M << " N=" << N << " K=" << K);
+                REQUIRE(test::max_rel_diff(c1, c2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+                if (with_z) REQUIRE(test::max_rel_diff(z1, z2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+            }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("gemm_nn matches its scalar twin", "[kernel]", float, double) {
+    check_gemm_nn<Identity, Init::zero, TestType>(false, false);
+    check_gemm_nn<Identity, Init::accumulate, TestType>(true, false);
+    check_gemm_nn<Tanh, Init::row_bias, TestType>(true, true);
+    check_gemm_nn<GELU, Init::col_bias, TestType>(false, true);
+    check_gemm_nn<ReLU, Init::row_bias, TestType>(false, false);
+}
+
+TEMPLATE_TEST_CASE("gemm_nt matches its scalar twin", "[kernel]", float, double) {
+    using T = TestType;
+    for (std::size_t M : sizes)
+        for (std::size_t P : sizes)
+            for (std::size_t K : sizes) {
+                const auto a = test::random_vector<T>(M * K, M + K);
+                const auto b = test::random_vector<T>(P * K, P * 3 + K);
+                auto c1 = test::random_vector<T>(M * P, 9), c2 = c1;
+                gemm_nt(M, P, K, a.data(), K, b.data(), K, c1.data(), P);
+                gemm_nt_reference(M, P, K, a.data(), K, b.data(), K, c2.data(), P);
+                INFO("M=" << M << " P=" << P << " K=" << K);
+                REQUIRE(test::max_rel_diff(c1, c2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+            }
+}
+
+TEMPLATE_TEST_CASE("gemv_t matches gemm_nn's scalar twin", "[kernel]", float, double) {
+    using T = TestType;
+    for (std::size_t N : sizes)
+        for (std::size_t K : sizes) {
+            const auto x = test::random_vector<T>(K, K);
+            const auto b = test::random_vector<T>(K * N, N + K);
+            const auto bias = test::random_vector<T>(N, N);
+            std::vector<T> y1(N), y2(N), z1(N), z2(N);
+            gemv_t<Sigmoid>(N, K, x.data(), b.data(), N, bias.data(), y1.data(), z1.data());
+            gemm_nn_reference<Sigmoid, Init::col_bias>(1, N, K, x.data(), 0, 1, b.data(), N, y2.data(), N, bias.data(),
+                                                       z2.data());
+            REQUIRE(test::max_rel_diff(y1, y2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+            REQUIRE(test::max_rel_diff(z1, z2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+        }
+}
+
+TEMPLATE_TEST_CASE("row_sums_add and add_to match their scalar twins", "[kernel]", float, double) {
+    using T = TestType;
+    for (std::size_t M : sizes)
+        for (std::size_t N : sizes) {
+            const auto a = test::random_vector<T>(M * N, M * N);
+            auto o1 = test::random_vector<T>(M, M), o2 = o1;
+            row_sums_add(M, N, a.data(), N, o1.data());
+            row_sums_add_reference(M, N, a.data(), N, o2.data());
+            REQUIRE(test::max_rel_diff(o1, o2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+            auto d = test::random_vector<T>(M * N, 3);
+            auto expect = d;
+            for (std::size_t i = 0; i < d.size(); ++i) expect[i] += a[i];
+            add_to(d.data(), a.data(), d.size());
+            REQUIRE(d == expect);
+        }
+}
+
+TEST_CASE("gather_transpose and scatter_transpose are inverse, with and without an index", "[kernel]") {
+    const std::size_t F = 5, n = 7;
+    const auto x = test::random_vector<float>(F * n, 1);
+    std::vector<float> t(F * n), back(F * n);
+    gather_transpose(x.data(), F, nullptr, n, t.data());
+    for (std::size_t s = 0; s < n; ++s)
+        for (std::size_t f = 0; f < F; ++f) REQUIRE(t[f * n + s] == x[s * F + f]);
+    scatter_transpose(t.data(), F, n, back.data());
+    REQUIRE(back == x);
+    const std::uint32_t idx[] = {6, 0, 3};
+    std::vector<float> g(F * 3);
+    gather_transpose(x.data(), F, idx, 3, g.data());
+    for (std::size_t s = 0; s < 3; ++s)
+        for (std::size_t f = 0; f < F; ++f) REQUIRE(g[f * 3 + s] == x[idx[s] * F + f]);
+}

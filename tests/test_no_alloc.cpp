@@ -1,0 +1,91 @@
+// A training step (value_and_gradient + optimiser step) performs no heap allocation once its
+// workspace exists: every operator new in this program is counted.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+#include "chainlet/chainlet.hpp"
+#include "support.hpp"
+
+namespace {
+std::atomic<long> allocations{0};
+}
+
+void* operator new(std::size_t n) {
+    ++allocations;
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void* operator new(std::size_t n, std::align_val_t a) {
+    ++allocations;
+    const std::size_t al = static_cast<std::size_t>(a);
+    if (void* p = std::aligned_alloc(al, (n + al - 1) / al * al)) return p;
+    throw std::bad_alloc();
+}
+// operator new above takes its memory from malloc, so free is the matching release (GCC cannot see
+// that through the replaced operators and warns).
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void operator delete(void* p) noexcept { std::free(p); }  // NOLINT
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+using namespace chainlet;
+using Tiny = Chain<Input<4>, Dense<32, Tanh>, Dense<16, Tanh>, Dense<4>>;
+
+TEST_CASE("a training step allocates nothing: 1 sample; one chunk; many chunks on 2 threads", "[alloc]") {
+    for (std::size_t n : {std::size_t(1), std::size_t(300), std::size_t(10000)}) {
+        std::vector<float> p(Tiny::num_params), g(Tiny::num_params);
+        init_params<Tiny>(p, 1);
+        const auto x = test::random_vector<float>(4 * n, 2), y = test::random_vector<float>(4 * n, 3);
+        Workspace<Tiny, float> ws(n, 2);
+        Adam opt(1e-3f);
+        opt.init(p.size());
+        value_and_gradient<Tiny>(ws, p, g, x, y, SquaredError{}, 2);  // warm-up (OpenMP starts its threads)
+        const long before = allocations.load();
+        for (int step = 0; step < 20; ++step) {
+            value_and_gradient<Tiny>(ws, p, g, x, y, SquaredError{}, 2);
+            opt.step(p, g);
+        }
+        const long during_steps = allocations.load() - before;  // read before Catch's INFO allocates
+        INFO("n=" << n);
+        REQUIRE(during_steps == 0);
+        std::vector<float> out(4 * n);
+        predict<Tiny>(ws, p, x, out, 2);
+        const long before_predict = allocations.load();
+        predict<Tiny>(ws, p, x, out, 2);
+        const long during_predict = allocations.load() - before_predict;
+        REQUIRE(during_predict == 0);
+    }
+}
+
+TEST_CASE("the counter sees allocations (the test above could fail)", "[alloc]") {
+    const long before = allocations.load();
+    auto* v = new std::vector<float>(100);
+    delete v;
+    REQUIRE(allocations.load() - before >= 2);
+}
+
+TEST_CASE("fit allocates nothing inside its steps", "[alloc]") {
+    const std::size_t n = 2000;
+    std::vector<float> p(Tiny::num_params);
+    init_params<Tiny>(p, 1);
+    const auto x = test::random_vector<float>(4 * n, 2), y = test::random_vector<float>(4 * n, 3);
+    Adam opt(1e-3f);
+    long at_last_step = -1, worst = 0;
+    FitOptions o;
+    o.epochs = 3;
+    o.batch = 256;
+    o.threads = 2;
+    o.on_step = [&](const StepInfo&) {
+        const long now = allocations.load();
+        if (at_last_step >= 0) worst = std::max(worst, now - at_last_step);
+        at_last_step = now;
+    };
+    fit<Tiny>(p, SquaredError{}, x, y, opt, o);
+    REQUIRE(at_last_step >= 0);
+    REQUIRE(worst == 0);
+}

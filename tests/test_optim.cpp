@@ -1,0 +1,56 @@
+// Optimisers against values worked out by hand (two steps from p = (1, -2) with gradients
+// (0.5, -0.25) then (-1, 0.75), lr 0.1), in double.
+//   SGD, momentum 0.9:  v1 = g1, p1 = p0 - 0.1 v1 = (0.95, -1.975);
+//                       v2 = 0.9 v1 + g2 = (-0.55, 0.525), p2 = (1.005, -2.0275)
+//   Adam step 1:        m = 0.1 g1, v = 0.001 g1^2, bias-corrected m/sqrt(v) = sign(g1)
+//                       p1 = p0 - 0.1 * g1 / (|g1| + 1e-8) = (0.900000002, -1.900000004)
+//   Adam step 2:        m = (-0.055, 0.0525), v = (0.00124975, 0.000624...), etc.
+//   AdamW (wd 0.1):     each step first scales p by 1 - 0.1 * 0.1.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "chainlet/optim/adam.hpp"
+#include "chainlet/optim/sgd.hpp"
+
+using namespace chainlet;
+
+namespace {
+template <class Opt>
+std::vector<std::vector<double>> two_steps(Opt opt) {
+    std::vector<double> p = {1.0, -2.0};
+    std::vector<std::vector<double>> out;
+    for (const std::vector<double>& g : {std::vector<double>{0.5, -0.25}, std::vector<double>{-1.0, 0.75}}) {
+        opt.step(p, g);
+        out.push_back(p);
+    }
+    return out;
+}
+void require_close(const std::vector<std::vector<double>>& got, const std::vector<std::vector<double>>& want) {
+    for (std::size_t s = 0; s < want.size(); ++s)
+        for (std::size_t i = 0; i < want[s].size(); ++i) REQUIRE(got[s][i] == Approx(want[s][i]).epsilon(1e-14));
+}
+}  // namespace
+
+TEST_CASE("SGD with momentum: two steps", "[optim]") {
+    require_close(two_steps(SGD<double>(0.1, 0.9)), {{0.95, -1.975}, {1.005, -2.0275}});
+}
+
+TEST_CASE("Adam: two steps", "[optim]") {
+    require_close(two_steps(Adam<double>(0.1)),
+                  {{0.900000002, -1.900000004}, {0.9366103542405654, -1.9494189864458513}});
+}
+
+TEST_CASE("AdamW: two steps", "[optim]") {
+    require_close(two_steps(AdamW<double>(0.1, 0.1)),
+                  {{0.890000002, -1.880000004}, {0.9177103542205653, -1.9106189864058514}});
+}
+
+TEST_CASE("Optimisers: CTAD from the learning rate, errors for bad settings and sizes", "[optim][errors]") {
+    Adam opt(3e-4f);
+    STATIC_REQUIRE(std::is_same_v<decltype(opt), Adam<float>>);
+    REQUIRE_THROWS(Adam<float>(-1.0f));
+    REQUIRE_THROWS(SGD<float>(0.1f, 1.5f));
+    std::vector<float> p(3), g(2);
+    REQUIRE_THROWS_WITH(opt.step(p, g), Catch::Contains("3 parameters but 2 gradients"));
+}
