@@ -62,7 +62,8 @@ struct Softplus {
 };
 
 // GELU in its tanh form: 0.5 z (1 + tanh(u)), u = sqrt(2/pi) (z + 0.044715 z^3)
-// (PyTorch's GELU(approximate="tanh")).
+// (PyTorch's GELU(approximate="tanh")), evaluated as z s with s = 0.5 (1 + tanh u) = 1 / (1 + e^(-2u)),
+// which keeps its relative accuracy for negative z where 1 + tanh(u) cancels.
 struct GELU {
     static constexpr const char* name = "gelu";
     static constexpr bool derivative_from_output = false;
@@ -73,18 +74,16 @@ struct GELU {
         return k * simd::fma(V(T(0.044715)) * z, z * z, z);
     }
     template <class V>
-    static V value(V z) {
-        using T = simd::scalar_t<V>;
-        return V(T(0.5)) * z * (V(1) + simd::tanh(inner(z)));
-    }
-    // f' = 0.5 (1 + t) + 0.5 z (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 z^2),  t = tanh(u)
+    static V gate(V z) { return V(1) / (V(1) + simd::exp(V(-2) * inner(z))); }
+    template <class V>
+    static V value(V z) { return z * gate(z); }
+    // f' = s + 2 z s (1 - s) du/dz,  du/dz = sqrt(2/pi) (1 + 3 * 0.044715 z^2)
     template <class V>
     static V pullback(V dy, V z) {
         using T = simd::scalar_t<V>;
-        const V t = simd::tanh(inner(z));
+        const V s = gate(z);
         const V du = V(T(0.7978845608028654)) * simd::fma(V(T(3 * 0.044715)) * z, z, V(1));
-        const V d = V(T(0.5)) * (V(1) + t + z * simd::fma(-t, t, V(1)) * du);
-        return dy * d;
+        return dy * simd::fma(V(2) * z * (s - s * s), du, s);
     }
 };
 

@@ -22,6 +22,7 @@ using std::ptrdiff_t;
 using std::size_t;
 
 using simd::lanes;
+using simd::pinned;
 using simd::loadv;
 using simd::storev;
 
@@ -42,7 +43,7 @@ inline void nn_tile(size_t K, const T* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const 
         }
     for (size_t k = 0; k < K; ++k) {
         V bv[NR];
-        for (int j = 0; j < NR; ++j) bv[j] = loadv<V>(b + k * ldb + j * W);
+        for (int j = 0; j < NR; ++j) bv[j] = pinned(loadv<V>(b + k * ldb + j * W));
         const T* ak = a + static_cast<ptrdiff_t>(k) * a_cs;
         for (int i = 0; i < MR; ++i) {
             const V ai(ak[i * a_rs]);
@@ -137,8 +138,8 @@ inline void nt_tile(size_t K, const T* a, size_t lda, const T* b, size_t ldb, T*
                 for (int j = 0; j < PR; ++j) acc[i][j] = V(T(0));
             for (const size_t k_end = K - K % (W); k < k_end; k += W) {
                 V av[MR], bv[PR];
-                for (int i = 0; i < MR; ++i) av[i] = V::load_unaligned(a + i * lda + k);
-                for (int j = 0; j < PR; ++j) bv[j] = V::load_unaligned(b + j * ldb + k);
+                for (int i = 0; i < MR; ++i) av[i] = pinned(V::load_unaligned(a + i * lda + k));
+                for (int j = 0; j < PR; ++j) bv[j] = pinned(V::load_unaligned(b + j * ldb + k));
                 for (int i = 0; i < MR; ++i)
                     for (int j = 0; j < PR; ++j) acc[i][j] = simd::fma(av[i], bv[j], acc[i][j]);
             }

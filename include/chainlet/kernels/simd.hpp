@@ -76,6 +76,16 @@ inline T hsum(vec<T> v) {
     else return v;
 }
 
+// Returns v, held in a register: without this GCC 12 re-reads a loaded vector from memory for every
+// FMA that uses it (folding the load into the FMA), which doubles the loads of a register tile.
+template <class V>
+inline V pinned(V v) {
+#ifndef CHAINLET_SCALAR
+    if constexpr (is_vector<V>) __asm__("" : "+v"(v.data));
+#endif
+    return v;
+}
+
 // One template per function for scalars and vectors alike. (Calls with xsimd batches that are not
 // qualified with simd:: may also find xsimd's own overloads by ADL; those are more specialised and win.)
 #ifdef CHAINLET_SCALAR
@@ -105,6 +115,20 @@ template <class V>
 inline V tanh_exact(V a) { CHAINLET_SIMD_OR_STD(xsimd::tanh(a), std::tanh(a)); }
 #undef CHAINLET_SIMD_OR_STD
 
+// 1 / q for q well away from 0 and infinity: in float vectors the hardware estimate (12 or 14 bits)
+// refined by one Newton step r (2 - q r) to about 1 ulp; a divide costs several times more and stalls
+// the pipeline when many are in flight (the tanh epilogue of a register tile issues 16 at once).
+template <class V>
+inline V reciprocal(V q) {
+#ifndef CHAINLET_SCALAR
+    if constexpr (is_vector<V> && std::is_same_v<scalar_t<V>, float>) {
+        const V r = xsimd::reciprocal(q);
+        return r * simd::fma(-q, r, V(2.0f));
+    } else
+#endif
+        return V(1) / q;
+}
+
 // tanh: in float, Eigen's 13/6 rational minimax approximation (max error a few ulp, no exp, one
 // division) — the activation of the tiny-MLP benchmark, so its cost matters; in double, the
 // accurate library tanh, since double is what the gradient checks and scientific users run.
@@ -124,7 +148,7 @@ inline V tanh(V x) {
         V q = simd::fma(x2, V(1.19825839466702e-06f), V(1.18534705686654e-04f));
         q = simd::fma(x2, q, V(2.26843463243900e-03f));
         q = simd::fma(x2, q, V(4.89352518554385e-03f));
-        return simd::select(simd::abs(x) < V(0.0004f), x, p / q);
+        return simd::select(simd::abs(x) < V(0.0004f), x, p * simd::reciprocal(q));
     } else {
         return tanh_exact(x);
     }

@@ -1,0 +1,213 @@
+// chainlet against LibTorch, side by side in one process: the same model, batch, optimiser and
+// thread count; data in memory before timing; warm-up excluded; the two sides alternate round by
+// round and each reports the median time per iteration. Also measures this machine's fp32 FMA peak
+// in the same run, so chainlet's GFLOP/s can be stated as a fraction of it.
+//
+//   chainlet_compare [--quick] [--json FILE] [--threads T]
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "chainlet/chainlet.hpp"
+#include "fma_peak.hpp"
+
+using namespace chainlet;
+
+namespace {
+
+using TinyMLP = Chain<Input<4>, Dense<32, Tanh>, Dense<16, Tanh>, Dense<4>>;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<float> normal(std::size_t n, std::uint64_t seed) {
+    Rng r(seed);
+    std::vector<float> v(n);
+    for (auto& e : v) e = static_cast<float>(r.normal());
+    return v;
+}
+
+// Per-iteration time of f: calls it in blocks of `iters` (sized on the first block to take ~target
+// seconds) and returns the block time / iters of one block; the caller takes medians over rounds.
+struct Timer {
+    std::size_t iters = 0;
+    double run(const std::function<void()>& f, double target) {
+        if (iters == 0) {
+            std::size_t k = 1;
+            for (;;) {
+                const auto t0 = std::chrono::steady_clock::now();
+                for (std::size_t i = 0; i < k; ++i) f();
+                const double t = seconds_since(t0);
+                if (t > target / 4 || k > (1u << 28)) {
+                    iters = std::max<std::size_t>(1, static_cast<std::size_t>(static_cast<double>(k) * target / t));
+                    break;
+                }
+                k *= 4;
+            }
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        for (std::size_t i = 0; i < iters; ++i) f();
+        return seconds_since(t0) / static_cast<double>(iters);
+    }
+};
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+struct Row {
+    std::string workload;
+    int threads;
+    double flops;  // per iteration, chainlet's count (0: not stated)
+    double chainlet_s, libtorch_s;
+};
+
+struct Side {
+    std::function<void()> setup;  // untimed, before the warm-up
+    std::function<void()> step;
+};
+
+Row compare(const std::string& name, int threads, double flops, Side ours, Side theirs, int rounds, double target) {
+    torch::set_num_threads(threads);
+    ours.setup();
+    theirs.setup();
+    Timer ta, tb;
+    ta.run(ours.step, target / 2);  // warm-up, also sizes the blocks
+    tb.run(theirs.step, target / 2);
+    std::vector<double> a, b;
+    for (int r = 0; r < rounds; ++r) {
+        a.push_back(ta.run(ours.step, target));
+        b.push_back(tb.run(theirs.step, target));
+    }
+    Row row{name, threads, flops, median(a), median(b)};
+    std::printf("%-34s %3d  %12.3f us %12.3f us  %8.1fx", name.c_str(), threads, 1e6 * row.chainlet_s,
+                1e6 * row.libtorch_s, row.libtorch_s / row.chainlet_s);
+    if (flops > 0) std::printf("  %7.1f GFLOP/s", flops / row.chainlet_s / 1e9);
+    std::printf("\n");
+    std::fflush(stdout);
+    return row;
+}
+
+// The tiny MLP in LibTorch: nn.Sequential(Linear(4,32), Tanh, Linear(32,16), Tanh, Linear(16,4)).
+torch::nn::Sequential torch_tiny() {
+    return torch::nn::Sequential(torch::nn::Linear(4, 32), torch::nn::Tanh(), torch::nn::Linear(32, 16),
+                                 torch::nn::Tanh(), torch::nn::Linear(16, 4));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    bool quick = false;
+    std::string json;
+    int max_threads = default_threads();
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--quick") quick = true;
+        else if (a == "--json" && i + 1 < argc) json = argv[++i];
+        else if (a == "--threads" && i + 1 < argc) max_threads = std::stoi(argv[++i]);
+        else {
+            std::fprintf(stderr, "usage: chainlet_compare [--quick] [--json FILE] [--threads T]\n");
+            return 2;
+        }
+    }
+    const int rounds = quick ? 3 : 7;
+    const double target = quick ? 0.05 : 0.2;
+    torch::manual_seed(0);
+    std::printf("%s\nlibtorch %s\n", build_report().c_str(), TORCH_VERSION);
+
+    std::vector<int> thread_counts = {1};
+    if (max_threads > 1) thread_counts.push_back(max_threads);
+    std::vector<std::pair<int, double>> peaks;
+    for (int t : thread_counts) {
+        const double peak = bench::fma_peak_gflops(t);
+        peaks.emplace_back(t, peak);
+        std::printf("fp32 FMA peak, %d thread(s): %.1f GFLOP/s\n", t, peak);
+    }
+    std::printf("%-34s %3s  %15s %15s  %9s\n", "workload", "thr", "chainlet", "libtorch", "ratio");
+
+    std::vector<Row> rows;
+    // 1. Tiny MLP, full-batch training step on 10,000 samples, Adam(1e-3).
+    {
+        const std::size_t n = 10000;
+        const auto x = normal(4 * n, 1), y = normal(4 * n, 2);
+        std::vector<float> p(TinyMLP::num_params), g(TinyMLP::num_params);
+        init_params<TinyMLP>(p, 1);
+        const torch::Tensor tx = torch::from_blob(const_cast<float*>(x.data()), {static_cast<long>(n), 4}).clone();
+        const torch::Tensor ty = torch::from_blob(const_cast<float*>(y.data()), {static_cast<long>(n), 4}).clone();
+        for (int t : thread_counts) {
+            Workspace<TinyMLP, float> ws;
+            Adam opt(1e-3f);
+            auto model = torch_tiny();
+            torch::optim::Adam topt(model->parameters(), torch::optim::AdamOptions(1e-3));
+            rows.push_back(compare(
+                "tiny MLP train step, 10k samples", t, 2.0 * 1984 * n,
+                {[&] { ws.reserve(n, t); opt.init(p.size()); },
+                 [&] {
+                     value_and_gradient<TinyMLP>(ws, p, g, x, y, SquaredError{}, t);
+                     opt.step(p, g);
+                 }},
+                {[] {},
+                 [&] {
+                     topt.zero_grad();
+                     auto loss = torch::mse_loss(model->forward(tx), ty);
+                     loss.backward();
+                     topt.step();
+                 }},
+                rounds, target));
+        }
+    }
+    // 2. The same model, one sample: forward, and forward + pullback (gradient of a squared loss).
+    {
+        std::vector<float> p(TinyMLP::num_params), g(TinyMLP::num_params), out(4);
+        init_params<TinyMLP>(p, 1);
+        auto x = normal(4, 3);
+        const auto y = normal(4, 4);
+        Workspace<TinyMLP, float> ws(1, 1);
+        auto model = torch_tiny();
+        const torch::Tensor tx = torch::randn({1, 4}), ty = torch::randn({1, 4});
+        rows.push_back(compare(
+            "tiny MLP forward, 1 sample", 1, 2.0 * 704, {[] {}, [&] { predict<TinyMLP>(ws, p, x, out); }},
+            {[] {},
+             [&] {
+                 torch::NoGradGuard no_grad;
+                 auto r = model->forward(tx);
+             }},
+            rounds, target));
+        rows.push_back(compare(
+            "tiny MLP forward+pullback, 1 sample", 1, 2.0 * 1984,
+            {[] {}, [&] { value_and_gradient<TinyMLP>(ws, p, g, x, y, SquaredError{}); }},
+            {[] {},
+             [&] {
+                 model->zero_grad();
+                 torch::mse_loss(model->forward(tx), ty).backward();
+             }},
+            rounds, target));
+    }
+
+    if (!json.empty()) {
+        std::ofstream out(json);
+        out << "[\n";
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+            const Row& r = rows[i];
+            double peak = 0;
+            for (auto [t, pk] : peaks)
+                if (t == r.threads) peak = pk;
+            const double gf = r.flops > 0 ? r.flops / r.chainlet_s / 1e9 : 0;
+            out << "  {\"workload\": \"" << r.workload << "\", \"threads\": " << r.threads
+                << ", \"chainlet_seconds\": " << r.chainlet_s << ", \"libtorch_seconds\": " << r.libtorch_s
+                << ", \"ratio_libtorch\": " << r.libtorch_s / r.chainlet_s << ", \"gflops\": " << gf
+                << ", \"peak_gflops\": " << peak << ", \"peak_fraction\": " << (peak > 0 ? gf / peak : 0) << "}"
+                << (i + 1 < rows.size() ? ",\n" : "\n");
+        }
+        out << "]\n";
+    }
+    return 0;
+}
