@@ -72,8 +72,11 @@ inline void storev(T* p, V v) {
 }
 template <class T>
 inline T hsum(vec<T> v) {
-    if constexpr (enabled) return xsimd::hadd(v);
-    else return v;
+#ifdef CHAINLET_SCALAR
+    return v;
+#else
+    return xsimd::hadd(v);
+#endif
 }
 
 // Returns v, held in a register: without this GCC 12 re-reads a loaded vector from memory for every
