@@ -95,6 +95,18 @@ TEMPLATE_TEST_CASE("row_sums_add and add_to match their scalar twins", "[kernel]
         }
 }
 
+TEMPLATE_TEST_CASE("outer_add matches its scalar twin", "[kernel]", float, double) {
+    using T = TestType;
+    for (std::size_t M : sizes)
+        for (std::size_t N : sizes) {
+            const auto x = test::random_vector<T>(M, M), y = test::random_vector<T>(N, N + 1);
+            auto c1 = test::random_vector<T>(M * N, 2), c2 = c1;
+            outer_add(M, N, x.data(), y.data(), c1.data(), N);
+            outer_add_reference(M, N, x.data(), y.data(), c2.data(), N);
+            REQUIRE(test::max_rel_diff(c1, c2) < (sizeof(T) == 4 ? 2e-6 : 1e-14));
+        }
+}
+
 TEST_CASE("gather_transpose and scatter_transpose are inverse, with and without an index", "[kernel]") {
     const std::size_t F = 5, n = 7;
     const auto x = test::random_vector<float>(F * n, 1);

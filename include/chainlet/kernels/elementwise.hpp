@@ -70,6 +70,29 @@ void add_to(T* dst, const T* src, size_t n) {
     for (; i < n; ++i) dst[i] += src[i];
 }
 
+// C[m, n] += x[m] y[n]: the weight gradient of one sample, an outer product, vectorised along n.
+template <class T>
+void outer_add(size_t M, size_t N, const T* x, const T* y, T* c, size_t ldc) {
+    using V = simd::vec<T>;
+    constexpr size_t W = simd::width<T>;
+    for (size_t m = 0; m < M; ++m) {
+        T* r = c + m * ldc;
+        size_t n = 0;
+        if constexpr (simd::enabled) {
+            const V xm(x[m]);
+            for (const size_t n_end = N - N % W; n < n_end; n += W)
+                simd::fma(xm, V::load_unaligned(y + n), V::load_unaligned(r + n)).store_unaligned(r + n);
+        }
+        for (; n < N; ++n) r[n] += x[m] * y[n];
+    }
+}
+
+template <class T>
+void outer_add_reference(size_t M, size_t N, const T* x, const T* y, T* c, size_t ldc) {
+    for (size_t m = 0; m < M; ++m)
+        for (size_t n = 0; n < N; ++n) c[m * ldc + n] += x[m] * y[n];
+}
+
 // Feature-major chunk from sample-major rows: dst[f * n + s] = src[row(s) * F + f], where
 // row(s) = index ? index[s] : s. This is also where a shuffled batch is gathered.
 template <class S, class D>

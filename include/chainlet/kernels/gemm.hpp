@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 #include "chainlet/activations.hpp"
@@ -29,54 +30,106 @@ using simd::storev;
 // Where the accumulators of gemm_nn start: zero, C itself, a per-row or a per-column bias.
 enum class Init { zero, accumulate, row_bias, col_bias };
 
-template <class Act, Init init, class V, int MR, int NR, class T>
-inline void nn_tile(size_t K, const T* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const T* b, size_t ldb, T* c,
-                    size_t ldc, const T* bias, T* z) {
-    constexpr size_t W = lanes<V>;
+// Offset of the k-th element along the reduction: a fixed stride, or a table (a convolution's
+// patch, whose rows are not equally spaced).
+struct Stride {
+    ptrdiff_t step;
+    ptrdiff_t operator()(size_t k) const { return static_cast<ptrdiff_t>(k) * step; }
+};
+struct Table {
+    const std::uint32_t* offsets;
+    ptrdiff_t scale;
+    ptrdiff_t operator()(size_t k) const { return static_cast<ptrdiff_t>(offsets[k]) * scale; }
+};
+
+// Addressing of an MR x NR register tile of gemm_nn:
+//   A(i, k) = a[i * a_rs + a_off(k)]                (a scalar, broadcast)
+//   B(k, j) = the vector at b + b_off(k) + j * b_js
+//   C(i, j) = the vector at c + i * c_is + j * c_js  (z, the pre-activation, alike; bias[i] for a
+//             row bias, the vector at bias + j * c_js for a column bias)
+template <class T, class AOff, class BOff>
+struct Tile {
+    size_t K;
+    const T* a;
+    ptrdiff_t a_rs;
+    AOff a_off;
+    const T* b;
+    BOff b_off;
+    ptrdiff_t b_js;
+    T* c;
+    ptrdiff_t c_is, c_js;
+    const T* bias;
+    T* z;
+};
+
+template <class Act, Init init, class V, int MR, int NR, class T, class AOff, class BOff>
+inline void nn_tile(const Tile<T, AOff, BOff>& t) {
     V acc[MR][NR];
     for (int i = 0; i < MR; ++i)
         for (int j = 0; j < NR; ++j) {
             if constexpr (init == Init::zero) acc[i][j] = V(T(0));
-            else if constexpr (init == Init::accumulate) acc[i][j] = loadv<V>(c + i * ldc + j * W);
-            else if constexpr (init == Init::row_bias) acc[i][j] = V(bias[i]);
-            else acc[i][j] = loadv<V>(bias + j * W);
+            else if constexpr (init == Init::accumulate) acc[i][j] = loadv<V>(t.c + i * t.c_is + j * t.c_js);
+            else if constexpr (init == Init::row_bias) acc[i][j] = V(t.bias[i]);
+            else acc[i][j] = loadv<V>(t.bias + j * t.c_js);
         }
-    for (size_t k = 0; k < K; ++k) {
+    for (size_t k = 0; k < t.K; ++k) {
         V bv[NR];
-        for (int j = 0; j < NR; ++j) bv[j] = pinned(loadv<V>(b + k * ldb + j * W));
-        const T* ak = a + static_cast<ptrdiff_t>(k) * a_cs;
+        const T* bk = t.b + t.b_off(k);
+        for (int j = 0; j < NR; ++j) bv[j] = pinned(loadv<V>(bk + j * t.b_js));
+        const T* ak = t.a + t.a_off(k);
         for (int i = 0; i < MR; ++i) {
-            const V ai(ak[i * a_rs]);
+            const V ai(ak[i * t.a_rs]);
             for (int j = 0; j < NR; ++j) acc[i][j] = simd::fma(ai, bv[j], acc[i][j]);
         }
     }
     for (int i = 0; i < MR; ++i)
         for (int j = 0; j < NR; ++j) {
-            if (z) storev(z + i * ldc + j * W, acc[i][j]);
-            storev(c + i * ldc + j * W, Act::value(acc[i][j]));
+            if (t.z) storev(t.z + i * t.c_is + j * t.c_js, acc[i][j]);
+            storev(t.c + i * t.c_is + j * t.c_js, Act::value(acc[i][j]));
         }
 }
 
-// Rows [m0, m0 + MR) of C, all columns: NR-vector tiles, then one-vector tiles, then scalars.
-template <class Act, Init init, int MR, class T>
-inline void nn_rows(size_t N, size_t K, const T* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const T* b, size_t ldb,
-                    T* c, size_t ldc, const T* bias, T* z) {
+// The same tile moved to row m, and by `shift` elements along the vectorised dimension.
+template <Init init, class T, class AOff, class BOff>
+inline Tile<T, AOff, BOff> moved(Tile<T, AOff, BOff> t, size_t m, ptrdiff_t shift) {
+    t.a += static_cast<ptrdiff_t>(m) * t.a_rs;
+    t.b += shift;
+    t.c += static_cast<ptrdiff_t>(m) * t.c_is + shift;
+    if (t.z) t.z += static_cast<ptrdiff_t>(m) * t.c_is + shift;
+    if constexpr (init == Init::row_bias) t.bias += m;
+    if constexpr (init == Init::col_bias) t.bias += shift;
+    return t;
+}
+
+// Calls tile<MR>(m) over the rows [0, M) in blocks of 4, then 2, then 1.
+template <class F>
+inline void for_row_blocks(size_t M, F&& tile) {
+    size_t m = 0;
+    for (const size_t m_end = M - M % 4; m < m_end; m += 4) tile.template operator()<4>(m);
+    if (M - m >= 2) {
+        tile.template operator()<2>(m);
+        m += 2;
+    }
+    if (m < M) tile.template operator()<1>(m);
+}
+
+// All of C for a tile description t whose vectorised dimension (contiguous in B and C) has length N:
+// NR-vector tiles, then one-vector tiles, then scalars.
+template <class Act, Init init, class T, class AOff, class BOff>
+inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff>& t) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
     constexpr int NR = 4;
-    const bool col_bias = init == Init::col_bias;
-    size_t n = 0;
-    if constexpr (simd::enabled) {
-        for (const size_t n_end = N - N % (NR * W); n < n_end; n += NR * W)
-            nn_tile<Act, init, V, MR, NR>(K, a, a_rs, a_cs, b + n, ldb, c + n, ldc, col_bias ? bias + n : bias,
-                                          z ? z + n : z);
-        for (const size_t n_end = N - N % (W); n < n_end; n += W)
-            nn_tile<Act, init, V, MR, 1>(K, a, a_rs, a_cs, b + n, ldb, c + n, ldc, col_bias ? bias + n : bias,
-                                         z ? z + n : z);
-    }
-    for (; n < N; ++n)
-        nn_tile<Act, init, T, MR, 1>(K, a, a_rs, a_cs, b + n, ldb, c + n, ldc, col_bias ? bias + n : bias,
-                                     z ? z + n : z);
+    for_row_blocks(M, [&]<int MR>(size_t m) {
+        size_t n = 0;
+        if constexpr (simd::enabled) {
+            for (const size_t n_end = N - N % (NR * W); n < n_end; n += NR * W)
+                nn_tile<Act, init, V, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(n)));
+            for (const size_t n_end = N - N % W; n < n_end; n += W)
+                nn_tile<Act, init, V, MR, 1>(moved<init>(t, m, static_cast<ptrdiff_t>(n)));
+        }
+        for (; n < N; ++n) nn_tile<Act, init, T, MR, 1>(moved<init>(t, m, static_cast<ptrdiff_t>(n)));
+    });
 }
 
 // C (M x N, row stride ldc) = Act(start + A B), A(m, k) = a[m * a_rs + k * a_cs], B row stride ldb.
@@ -86,24 +139,10 @@ template <class Act, Init init, class T>
 void gemm_nn(size_t M, size_t N, size_t K, const T* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const T* b, size_t ldb,
              T* c, size_t ldc, std::type_identity_t<const T*> bias = nullptr, std::type_identity_t<T*> z = nullptr) {
     static_assert(init != Init::accumulate || std::is_same_v<Act, Identity>, "accumulation has no activation");
-    constexpr int MR = 4;
-    size_t m = 0;
-    auto row_ptrs = [&](size_t r, const T*& ar, T*& cr, const T*& br, T*& zr) {
-        ar = a + static_cast<ptrdiff_t>(r) * a_rs;
-        cr = c + r * ldc;
-        br = init == Init::row_bias ? bias + r : bias;
-        zr = z ? z + r * ldc : z;
-    };
-    const T *ar, *br;
-    T *cr, *zr;
-    for (const size_t m_end = M - M % (MR); m < m_end; m += MR) {
-        row_ptrs(m, ar, cr, br, zr);
-        nn_rows<Act, init, MR>(N, K, ar, a_rs, a_cs, b, ldb, cr, ldc, br, zr);
-    }
-    for (; m < M; ++m) {
-        row_ptrs(m, ar, cr, br, zr);
-        nn_rows<Act, init, 1>(N, K, ar, a_rs, a_cs, b, ldb, cr, ldc, br, zr);
-    }
+    constexpr ptrdiff_t W = simd::width<T>;
+    const Tile<T, Stride, Stride> t{K, a, a_rs, Stride{a_cs}, b, Stride{static_cast<ptrdiff_t>(ldb)}, W,
+                                    c, static_cast<ptrdiff_t>(ldc), W, bias, z};
+    nn_panel<Act, init>(M, N, t);
 }
 
 template <class Act, Init init, class T>

@@ -77,7 +77,7 @@ struct Dense {
             T* gw = g;
             if (n == 1) {
                 // dW (In x Out) += x dz^T: an outer product, vectorised along Out
-                gemm_nn<Identity, Init::accumulate>(in_size, Out, 1, x, 1, 0, dy, Out, gw, Out);
+                outer_add(in_size, Out, x, dy, gw, Out);
                 if constexpr (Bias) add_to(g + num_weights, dy, Out);
                 // dx[i] = sum_o w[i * Out + o] dz[o]
                 if (dx) {

@@ -1,0 +1,164 @@
+// Convolution kernels on feature-major chunks: an image of H x W pixels and C channels is H * W * C
+// rows of n samples, row (y * W + x) * C + c. Stride 1, no padding here (the layer pads into scratch).
+//
+//   conv_valid:       out = act(bias + correlate(in, weights)); the same routine, with the kernel
+//                     flipped and the channels swapped, gives the input gradient of a convolution.
+//   conv_weight_grad: g[k, oc] += sum over output pixels and samples of patch_k * dz_oc.
+//   channel_sums_add: the bias gradient, sum over pixels and samples of dz per channel.
+//   pad_copy:         copies an image into the middle of a zeroed, larger one.
+//
+// Register tiles run along 4 neighbouring output pixels (not along the samples), so a chunk of a
+// single SIMD vector of samples (16 in float) still fills a 4 x 4 tile.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "chainlet/kernels/gemm.hpp"
+
+namespace chainlet::kernels {
+
+// Row offsets of a KH x KW x C patch relative to its top-left row, in an image W pixels wide:
+// patch[(ky * KW + kx) * C + c] = (ky * W + kx) * C + c.
+template <std::size_t KH, std::size_t KW, std::size_t C, std::size_t W>
+constexpr std::array<std::uint32_t, KH * KW * C> patch_offsets() {
+    std::array<std::uint32_t, KH * KW * C> t{};
+    for (std::size_t ky = 0; ky < KH; ++ky)
+        for (std::size_t kx = 0; kx < KW; ++kx)
+            for (std::size_t c = 0; c < C; ++c) t[(ky * KW + kx) * C + c] = static_cast<std::uint32_t>((ky * W + kx) * C + c);
+    return t;
+}
+
+// Geometry of one valid correlation: input IH x IW x IC (after any padding), KH x KW kernel, OC outputs.
+struct ConvShape {
+    size_t IW, IC, OH, OW, OC, K;  // K = KH * KW * IC, the patch length
+    const std::uint32_t* patch;    // K row offsets of the patch (patch_offsets)
+};
+
+// out (OH x OW x OC rows of n) = Act(start + sum_k A(oc, k) patch_k), with A(oc, k) = a[oc * a_rs + a_off(k)].
+template <class Act, Init init, class T, class AOff>
+void conv_valid(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a_off, const T* in, size_t n, T* out,
+                std::type_identity_t<const T*> bias, std::type_identity_t<T*> z) {
+    using V = simd::vec<T>;
+    constexpr size_t W = simd::width<T>;
+    constexpr int NP = 4;  // output pixels per tile
+    const auto nn = static_cast<ptrdiff_t>(n);
+    for (size_t oy = 0; oy < s.OH; ++oy) {
+        auto pixels = [&]<int NR>(size_t ox) {
+            const ptrdiff_t in0 = static_cast<ptrdiff_t>((oy * s.IW + ox) * s.IC) * nn;
+            const ptrdiff_t out0 = static_cast<ptrdiff_t>((oy * s.OW + ox) * s.OC) * nn;
+            const Tile<T, AOff, Table> t{s.K,  a,           a_rs, a_off, in + in0, Table{s.patch, nn},
+                                         static_cast<ptrdiff_t>(s.IC) * nn,      out + out0,
+                                         nn,   static_cast<ptrdiff_t>(s.OC) * nn, bias, z ? z + out0 : z};
+            for_row_blocks(s.OC, [&]<int MR>(size_t m) {
+                size_t v = 0;
+                if constexpr (simd::enabled)
+                    for (const size_t v_end = n - n % W; v < v_end; v += W)
+                        nn_tile<Act, init, V, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(v)));
+                for (; v < n; ++v) nn_tile<Act, init, T, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(v)));
+            });
+        };
+        size_t ox = 0;
+        for (const size_t ox_end = s.OW - s.OW % NP; ox < ox_end; ox += NP) pixels.template operator()<NP>(ox);
+        for (; ox < s.OW; ++ox) pixels.template operator()<1>(ox);
+    }
+}
+
+template <class Act, Init init, class T, class AOff>
+void conv_valid_reference(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a_off, const T* in, size_t n,
+                          T* out, const T* bias, T* z) {
+    for (size_t oy = 0; oy < s.OH; ++oy)
+        for (size_t ox = 0; ox < s.OW; ++ox)
+            for (size_t oc = 0; oc < s.OC; ++oc)
+                for (size_t j = 0; j < n; ++j) {
+                    const size_t row = (oy * s.OW + ox) * s.OC + oc;
+                    T acc = init == Init::row_bias ? bias[oc] : init == Init::accumulate ? out[row * n + j] : T(0);
+                    for (size_t k = 0; k < s.K; ++k)
+                        acc += a[static_cast<ptrdiff_t>(oc) * a_rs + a_off(k)] *
+                               in[((oy * s.IW + ox) * s.IC + s.patch[k]) * n + j];
+                    if (z) z[row * n + j] = acc;
+                    out[row * n + j] = Act::value(acc);
+                }
+}
+
+// g[k * OC + oc] += sum_{pixels p, samples j} in[(top_left(p) + patch[k]) * n + j] * dz[(p * OC + oc) * n + j]
+template <class T>
+void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T* g) {
+    using V = simd::vec<T>;
+    constexpr size_t W = simd::width<T>;
+    const size_t nv = simd::enabled ? n - n % W : 0;
+    for_row_blocks(s.K, [&]<int MR>(size_t k0) {
+        for_row_blocks(s.OC, [&]<int PR>(size_t oc0) {
+            V acc[MR][PR];
+            T tail[MR][PR] = {};
+            for (int i = 0; i < MR; ++i)
+                for (int j = 0; j < PR; ++j) acc[i][j] = V(T(0));
+            for (size_t oy = 0; oy < s.OH; ++oy)
+                for (size_t ox = 0; ox < s.OW; ++ox) {
+                    const T* pin = in + (oy * s.IW + ox) * s.IC * n;
+                    const T* pdz = dz + ((oy * s.OW + ox) * s.OC + oc0) * n;
+                    const T* arow[MR];
+                    for (int i = 0; i < MR; ++i) arow[i] = pin + s.patch[k0 + i] * n;
+                    for (size_t v = 0; v < nv; v += W) {
+                        V av[MR], bv[PR];
+                        for (int i = 0; i < MR; ++i) av[i] = pinned(loadv<V>(arow[i] + v));
+                        for (int j = 0; j < PR; ++j) bv[j] = pinned(loadv<V>(pdz + j * n + v));
+                        for (int i = 0; i < MR; ++i)
+                            for (int j = 0; j < PR; ++j) acc[i][j] = simd::fma(av[i], bv[j], acc[i][j]);
+                    }
+                    for (size_t v = nv; v < n; ++v)
+                        for (int i = 0; i < MR; ++i)
+                            for (int j = 0; j < PR; ++j) tail[i][j] += arow[i][v] * pdz[j * n + v];
+                }
+            for (int i = 0; i < MR; ++i)
+                for (int j = 0; j < PR; ++j) g[(k0 + i) * s.OC + oc0 + j] += simd::hsum<T>(acc[i][j]) + tail[i][j];
+        });
+    });
+}
+
+template <class T>
+void conv_weight_grad_reference(const ConvShape& s, const T* in, const T* dz, size_t n, T* g) {
+    for (size_t k = 0; k < s.K; ++k)
+        for (size_t oc = 0; oc < s.OC; ++oc) {
+            T acc = 0;
+            for (size_t oy = 0; oy < s.OH; ++oy)
+                for (size_t ox = 0; ox < s.OW; ++ox)
+                    for (size_t j = 0; j < n; ++j)
+                        acc += in[((oy * s.IW + ox) * s.IC + s.patch[k]) * n + j] *
+                               dz[((oy * s.OW + ox) * s.OC + oc) * n + j];
+            g[k * s.OC + oc] += acc;
+        }
+}
+
+// db[c] += sum over P pixels and n samples of dz[(p * C + c) * n + j]
+template <class T>
+void channel_sums_add(size_t P, size_t C, const T* dz, size_t n, T* db) {
+    using V = simd::vec<T>;
+    constexpr size_t W = simd::width<T>;
+    for (size_t c = 0; c < C; ++c) {
+        V acc(T(0));
+        T tail = 0;
+        for (size_t p = 0; p < P; ++p) {
+            const T* r = dz + (p * C + c) * n;
+            size_t v = 0;
+            if constexpr (simd::enabled)
+                for (const size_t v_end = n - n % W; v < v_end; v += W) acc += loadv<V>(r + v);
+            for (; v < n; ++v) tail += r[v];
+        }
+        db[c] += simd::hsum<T>(acc) + tail;
+    }
+}
+
+// dst ((H + top + bottom) x (W + left + right) x C rows of n) = src (H x W x C) surrounded by zeros.
+template <class T>
+void pad_copy(const T* src, size_t H, size_t W, size_t C, size_t n, size_t top, size_t left, size_t bottom,
+              size_t right, T* dst) {
+    const size_t DW = W + left + right, row = C * n;
+    std::fill_n(dst, (H + top + bottom) * DW * row, T(0));
+    for (size_t y = 0; y < H; ++y) std::memcpy(dst + ((y + top) * DW + left) * row, src + y * W * row, W * row * sizeof(T));
+}
+
+}  // namespace chainlet::kernels

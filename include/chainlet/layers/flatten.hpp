@@ -1,0 +1,36 @@
+// Flatten: an (H, W, C) image becomes H * W * C features in the same order (channels last), so a
+// Dense layer can follow a Conv or MaxPool. No parameters; forward and pullback are copies.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+
+#include "chainlet/random.hpp"
+#include "chainlet/shape.hpp"
+
+namespace chainlet {
+
+struct Flatten {
+    template <class InShape>
+    struct bound {
+        static constexpr std::size_t in_size = InShape::size;
+        static constexpr std::size_t out_size = InShape::size;
+        using out_shape = Shape<InShape::size>;
+        static constexpr std::size_t num_params = 0;
+        static constexpr std::size_t aux_per_sample = 0;
+
+        template <class T>
+        static void init(std::span<T>, Rng&, InitKind) {}
+        template <class T>
+        static void forward(const T*, const T* x, T* y, T*, std::size_t n) {
+            std::copy_n(x, in_size * n, y);
+        }
+        template <class T>
+        static void pullback(const T*, T*, const T*, const T*, T*, T* dy, T* dx, std::size_t n) {
+            if (dx) std::copy_n(dy, in_size * n, dx);
+        }
+    };
+};
+
+}  // namespace chainlet

@@ -1,0 +1,96 @@
+// MaxPool<PH, PW>: the maximum over non-overlapping PH x PW windows of an (H, W, C) image, per channel;
+// the output is (H / PH, W / PW, C) (trailing rows and columns that do not fill a window are dropped,
+// as in PyTorch). No parameters.
+//
+// Pullback: each window passes its output cotangent to the position of its maximum. Ties go to the
+// first maximal position in the window's row-major order, so the gradient is deterministic and every
+// cotangent is passed exactly once. The position is recomputed from x and y, so nothing is stored.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+
+#include "chainlet/kernels/simd.hpp"
+#include "chainlet/random.hpp"
+#include "chainlet/shape.hpp"
+
+namespace chainlet {
+
+template <std::size_t PH, std::size_t PW = PH>
+struct MaxPool {
+    static_assert(PH > 0 && PW > 0, "MaxPool<PH, PW>: window sizes must be positive");
+
+    template <class InShape>
+    struct bound {
+        static_assert(InShape::rank == 3, "MaxPool needs an image input of shape (height, width, channels)");
+    };
+
+    template <std::size_t H, std::size_t W, std::size_t C>
+    struct bound<Shape<H, W, C>> {
+        static_assert(H >= PH && W >= PW, "MaxPool: the window is larger than the image");
+        static constexpr std::size_t OH = H / PH, OW = W / PW;
+        static constexpr std::size_t in_size = H * W * C;
+        static constexpr std::size_t out_size = OH * OW * C;
+        using out_shape = Shape<OH, OW, C>;
+        static constexpr std::size_t num_params = 0;
+        static constexpr std::size_t aux_per_sample = 0;
+
+        template <class T>
+        static void init(std::span<T>, Rng&, InitKind) {}
+
+        // Calls f(in_block, out_offset, m) for every output pixel: in_block(dy, dx) is the offset of the
+        // window element's row block; a pixel's C channels of n samples are one block of m = C n values.
+        template <class F>
+        static void for_each_window(std::size_t n, F&& f) {
+            const std::size_t m = C * n;
+            for (std::size_t oy = 0; oy < OH; ++oy)
+                for (std::size_t ox = 0; ox < OW; ++ox)
+                    f([=](std::size_t dy, std::size_t dx) { return ((oy * PH + dy) * W + ox * PW + dx) * m; },
+                      (oy * OW + ox) * m, m);
+        }
+
+        template <class T>
+        static void forward(const T*, const T* x, T* y, T*, std::size_t n) {
+            for_each_window(n, [&](auto at, std::size_t out, std::size_t m) {
+                auto run = [&]<class V>(std::size_t e) {
+                    V best = simd::loadv<V>(x + at(0, 0) + e);
+                    for (std::size_t dy = 0; dy < PH; ++dy)
+                        for (std::size_t dx = 0; dx < PW; ++dx)
+                            if (dy || dx) best = simd::max(best, simd::loadv<V>(x + at(dy, dx) + e));
+                    simd::storev(y + out + e, best);
+                };
+                std::size_t e = 0;
+                if constexpr (simd::enabled)
+                    for (const std::size_t e_end = m - m % simd::width<T>; e < e_end; e += simd::width<T>)
+                        run.template operator()<simd::vec<T>>(e);
+                for (; e < m; ++e) run.template operator()<T>(e);
+            });
+        }
+
+        template <class T>
+        static void pullback(const T*, T*, const T* x, const T* y, T*, T* dy, T* dx, std::size_t n) {
+            if (!dx) return;
+            if constexpr (H % PH != 0 || W % PW != 0) std::fill_n(dx, in_size * n, T(0));
+            for_each_window(n, [&](auto at, std::size_t out, std::size_t m) {
+                auto run = [&]<class V>(std::size_t e) {
+                    const V top = simd::loadv<V>(y + out + e);
+                    V left = simd::loadv<V>(dy + out + e);  // the cotangent not yet passed on
+                    for (std::size_t wy = 0; wy < PH; ++wy)
+                        for (std::size_t wx = 0; wx < PW; ++wx) {
+                            const auto hit = simd::loadv<V>(x + at(wy, wx) + e) == top;
+                            simd::storev(dx + at(wy, wx) + e, simd::select(hit, left, V(0)));
+                            left = simd::select(hit, V(0), left);
+                        }
+                };
+                std::size_t e = 0;
+                if constexpr (simd::enabled)
+                    for (const std::size_t e_end = m - m % simd::width<T>; e < e_end; e += simd::width<T>)
+                        run.template operator()<simd::vec<T>>(e);
+                for (; e < m; ++e) run.template operator()<T>(e);
+            });
+        }
+    };
+};
+
+}  // namespace chainlet

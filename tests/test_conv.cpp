@@ -1,0 +1,107 @@
+// Conv: finite-difference gradients in double (valid and same padding, odd image sizes, one and several
+// samples, with activations), the forward pass against a plain scalar convolution, and the SIMD
+// convolution kernels against their scalar twins.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "chainlet/layers/conv.hpp"
+#include "support.hpp"
+
+using namespace chainlet;
+
+namespace {
+
+// Plain convolution straight from the definition, on sample-major-free indexing of a feature-major chunk.
+template <class L, std::size_t H, std::size_t W, std::size_t C, std::size_t KH, std::size_t KW, std::size_t OC, class Act>
+std::vector<double> reference_forward(const std::vector<double>& p, const std::vector<double>& x, std::size_t n) {
+    std::vector<double> y(L::out_size * n);
+    for (std::size_t s = 0; s < n; ++s)
+        for (std::size_t oy = 0; oy < L::OH; ++oy)
+            for (std::size_t ox = 0; ox < L::OW; ++ox)
+                for (std::size_t oc = 0; oc < OC; ++oc) {
+                    double z = p[L::num_weights + oc];
+                    for (std::size_t ky = 0; ky < KH; ++ky)
+                        for (std::size_t kx = 0; kx < KW; ++kx)
+                            for (std::size_t c = 0; c < C; ++c) {
+                                const long iy = static_cast<long>(oy + ky) - static_cast<long>(L::pad_top);
+                                const long ix = static_cast<long>(ox + kx) - static_cast<long>(L::pad_left);
+                                if (iy < 0 || ix < 0 || iy >= static_cast<long>(H) || ix >= static_cast<long>(W)) continue;
+                                z += p[((ky * KW + kx) * C + c) * OC + oc] *
+                                     x[((static_cast<std::size_t>(iy) * W + static_cast<std::size_t>(ix)) * C + c) * n + s];
+                            }
+                    y[((oy * L::OW + ox) * OC + oc) * n + s] = Act::value(z);
+                }
+    return y;
+}
+
+// tol: 1e-6 for smooth activations. With ReLU a perturbation of 1e-5 can move a pre-activation across
+// the kink, where the finite difference itself is off by a little; 1e-5 leaves room for that.
+template <std::size_t H, std::size_t W, std::size_t C, std::size_t KH, std::size_t KW, std::size_t OC, class Act, Padding Pad>
+void check_conv(double tol = 1e-6) {
+    using L = typename Conv<KH, KW, OC, Act, Pad>::template bound<Shape<H, W, C>>;
+    for (std::size_t n : {1, 3, 17}) {
+        INFO("H=" << H << " W=" << W << " C=" << C << " K=" << KH << "x" << KW << " OC=" << OC << " n=" << n
+                  << " same=" << (Pad == Padding::same));
+        REQUIRE(test::layer_gradient_error<L>(n, 100 + n) < tol);
+        const auto p = test::random_vector(L::num_params, 5, 0.5);
+        const auto x = test::random_vector(L::in_size * n, 6);
+        std::vector<double> y(L::out_size * n), aux(L::aux_per_sample * n);
+        L::forward(p.data(), x.data(), y.data(), aux.data(), n);
+        REQUIRE(test::max_rel_diff(y, reference_forward<L, H, W, C, KH, KW, OC, Act>(p, x, n)) < 1e-12);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("Conv gradients (double, finite differences) and forward pass, valid padding", "[conv][gradient]") {
+    check_conv<7, 6, 1, 3, 3, 2, Identity, Padding::valid>();
+    check_conv<9, 7, 3, 5, 5, 6, ReLU, Padding::valid>(1e-5);
+    check_conv<6, 9, 2, 2, 3, 5, Tanh, Padding::valid>();
+    check_conv<5, 5, 2, 1, 1, 3, GELU, Padding::valid>();
+}
+
+TEST_CASE("Conv gradients (double, finite differences) and forward pass, same padding", "[conv][gradient]") {
+    check_conv<7, 6, 1, 3, 3, 2, Identity, Padding::same>();
+    check_conv<6, 5, 3, 5, 5, 4, Sigmoid, Padding::same>();
+    check_conv<5, 6, 2, 2, 4, 3, Softplus, Padding::same>();  // even kernel: one more at the bottom/right
+}
+
+TEST_CASE("Conv shapes", "[conv]") {
+    using A = Conv<5, 5, 6, ReLU>::bound<Shape<28, 28, 1>>;
+    STATIC_REQUIRE(std::is_same_v<A::out_shape, Shape<24, 24, 6>>);
+    STATIC_REQUIRE(A::num_params == 5 * 5 * 6 + 6);
+    using B = Conv<5, 5, 6, ReLU, Padding::same>::bound<Shape<28, 28, 1>>;
+    STATIC_REQUIRE(std::is_same_v<B::out_shape, Shape<28, 28, 6>>);
+}
+
+TEMPLATE_TEST_CASE("conv kernels match their scalar twins on odd sizes", "[conv][kernel]", float, double) {
+    using T = TestType;
+    constexpr std::size_t IW = 9, IC = 3, KH = 3, KW = 2, OC = 7, IH = 6;
+    constexpr auto patch = kernels::patch_offsets<KH, KW, IC, IW>();
+    const kernels::ConvShape s{IW, IC, IH - KH + 1, IW - KW + 1, OC, KH * KW * IC, patch.data()};
+    for (std::size_t n : {1, 3, 16, 17, 33}) {
+        const auto w = test::random_vector<T>(s.K * OC, 1), b = test::random_vector<T>(OC, 2);
+        const auto in = test::random_vector<T>(IH * IW * IC * n, 3);
+        const auto dz = test::random_vector<T>(s.OH * s.OW * OC * n, 4);
+        std::vector<T> y1(s.OH * s.OW * OC * n), y2(y1.size()), z1(y1.size()), z2(y1.size());
+        kernels::conv_valid<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{OC}, in.data(), n, y1.data(),
+                                                           b.data(), z1.data());
+        kernels::conv_valid_reference<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{OC}, in.data(), n,
+                                                                     y2.data(), b.data(), z2.data());
+        const double tol = sizeof(T) == 4 ? 2e-5 : 1e-12;
+        INFO("n=" << n);
+        REQUIRE(test::max_rel_diff(y1, y2) < tol);
+        REQUIRE(test::max_rel_diff(z1, z2) < tol);
+        auto g1 = test::random_vector<T>(s.K * OC, 5), g2 = g1;
+        kernels::conv_weight_grad(s, in.data(), dz.data(), n, g1.data());
+        kernels::conv_weight_grad_reference(s, in.data(), dz.data(), n, g2.data());
+        REQUIRE(test::max_rel_diff(g1, g2) < 10 * tol);
+        std::vector<T> db1(OC, T(1)), db2(OC, T(1));
+        kernels::channel_sums_add(s.OH * s.OW, OC, dz.data(), n, db1.data());
+        for (std::size_t p = 0; p < s.OH * s.OW; ++p)
+            for (std::size_t c = 0; c < OC; ++c)
+                for (std::size_t j = 0; j < n; ++j) db2[c] += dz[(p * OC + c) * n + j];
+        REQUIRE(test::max_rel_diff(db1, db2) < 10 * tol);
+    }
+}

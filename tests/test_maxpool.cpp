@@ -1,0 +1,90 @@
+// MaxPool and Flatten: values against the definition, gradients against finite differences (double),
+// deterministic handling of ties, the vector loops against scalar ones on odd sizes.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "chainlet/layers/flatten.hpp"
+#include "chainlet/layers/maxpool.hpp"
+#include "support.hpp"
+
+using namespace chainlet;
+
+namespace {
+template <std::size_t H, std::size_t W, std::size_t C, std::size_t PH, std::size_t PW>
+void check_pool() {
+    using L = typename MaxPool<PH, PW>::template bound<Shape<H, W, C>>;
+    for (std::size_t n : {1, 3, 17, 35}) {
+        INFO("H=" << H << " W=" << W << " C=" << C << " n=" << n);
+        // Random inputs have no ties, so finite differences are valid.
+        REQUIRE(test::layer_gradient_error<L>(n, n) < 1e-6);
+        const auto x = test::random_vector(L::in_size * n, n + 1);
+        std::vector<double> y(L::out_size * n);
+        L::forward(static_cast<const double*>(nullptr), x.data(), y.data(), static_cast<double*>(nullptr), n);
+        for (std::size_t oy = 0; oy < L::OH; ++oy)
+            for (std::size_t ox = 0; ox < L::OW; ++ox)
+                for (std::size_t c = 0; c < C; ++c)
+                    for (std::size_t s = 0; s < n; ++s) {
+                        double m = -1e300;
+                        for (std::size_t dy = 0; dy < PH; ++dy)
+                            for (std::size_t dx = 0; dx < PW; ++dx)
+                                m = std::max(m, x[(((oy * PH + dy) * W + ox * PW + dx) * C + c) * n + s]);
+                        REQUIRE(y[((oy * L::OW + ox) * C + c) * n + s] == m);
+                    }
+    }
+}
+}  // namespace
+
+TEST_CASE("MaxPool: values and gradients", "[maxpool][gradient]") {
+    check_pool<4, 4, 1, 2, 2>();
+    check_pool<7, 5, 3, 2, 2>();  // trailing row and column dropped
+    check_pool<6, 9, 2, 3, 3>();
+    check_pool<4, 6, 5, 2, 3>();
+}
+
+TEST_CASE("MaxPool: a tie sends the whole cotangent to the first maximal position", "[maxpool]") {
+    using L = MaxPool<2, 2>::bound<Shape<2, 2, 1>>;
+    for (std::size_t n : {1, 16, 19}) {  // scalar, vector and tail paths
+        std::vector<float> x(4 * n), y(n), dy(n, 1.5f), dx(4 * n, -7.0f);
+        for (std::size_t s = 0; s < n; ++s) {
+            x[0 * n + s] = 1.0f;  // (0, 0)
+            x[1 * n + s] = 3.0f;  // (0, 1)  first maximum
+            x[2 * n + s] = 3.0f;  // (1, 0)  tie
+            x[3 * n + s] = 2.0f;
+        }
+        L::forward(static_cast<const float*>(nullptr), x.data(), y.data(), static_cast<float*>(nullptr), n);
+        L::pullback(static_cast<const float*>(nullptr), static_cast<float*>(nullptr), x.data(), y.data(),
+                    static_cast<float*>(nullptr), dy.data(), dx.data(), n);
+        for (std::size_t s = 0; s < n; ++s) {
+            REQUIRE(y[s] == 3.0f);
+            REQUIRE(dx[0 * n + s] == 0.0f);
+            REQUIRE(dx[1 * n + s] == 1.5f);
+            REQUIRE(dx[2 * n + s] == 0.0f);
+            REQUIRE(dx[3 * n + s] == 0.0f);
+        }
+    }
+}
+
+TEST_CASE("MaxPool: float vector path equals the double computation", "[maxpool][kernel]") {
+    using L = MaxPool<2, 2>::bound<Shape<6, 6, 3>>;
+    for (std::size_t n : {1, 5, 16, 21}) {
+        const auto xd = test::random_vector(L::in_size * n, 3);
+        const std::vector<float> xf(xd.begin(), xd.end());
+        std::vector<float> yf(L::out_size * n), dyf(L::out_size * n, 1.0f), dxf(L::in_size * n);
+        std::vector<double> yd(L::out_size * n), dyd(L::out_size * n, 1.0), dxd(L::in_size * n);
+        L::forward(static_cast<const float*>(nullptr), xf.data(), yf.data(), static_cast<float*>(nullptr), n);
+        L::forward(static_cast<const double*>(nullptr), xd.data(), yd.data(), static_cast<double*>(nullptr), n);
+        L::pullback(static_cast<const float*>(nullptr), static_cast<float*>(nullptr), xf.data(), yf.data(),
+                    static_cast<float*>(nullptr), dyf.data(), dxf.data(), n);
+        L::pullback(static_cast<const double*>(nullptr), static_cast<double*>(nullptr), xd.data(), yd.data(),
+                    static_cast<double*>(nullptr), dyd.data(), dxd.data(), n);
+        for (std::size_t i = 0; i < yd.size(); ++i) REQUIRE(yf[i] == static_cast<float>(yd[i]));
+        for (std::size_t i = 0; i < dxd.size(); ++i) REQUIRE(dxf[i] == static_cast<float>(dxd[i]));
+    }
+}
+
+TEST_CASE("Flatten: keeps the order, gradient is the identity", "[flatten][gradient]") {
+    using L = Flatten::bound<Shape<3, 4, 2>>;
+    STATIC_REQUIRE(std::is_same_v<L::out_shape, Shape<24>>);
+    REQUIRE(test::layer_gradient_error<L>(5, 1) < 1e-7);
+}
