@@ -47,6 +47,36 @@ using value_t = std::remove_cvref_t<std::ranges::range_value_t<R>>;
 
 }  // namespace detail
 
+// Inputs kept as bytes (8-bit images, say) at a quarter of the memory of floats; byte b is read as
+// b * scale + offset when a chunk is gathered. Accepted wherever inputs are.
+struct ByteData {
+    std::span<const std::uint8_t> values;
+    double scale = 1.0;
+    double offset = 0.0;
+};
+
+namespace detail {
+
+// The inputs as a workspace reads them: a contiguous range of T, or ByteData.
+template <class T, class X>
+auto input_rows(const X& x) {
+    if constexpr (std::is_same_v<X, ByteData>) {
+        return InputRows<T, std::uint8_t>{x.values.data(), static_cast<T>(x.scale), static_cast<T>(x.offset)};
+    } else {
+        static_assert(std::is_same_v<value_t<X>, T>, "the inputs must have the parameters' element type (or be ByteData)");
+        return InputRows<T, T>{std::ranges::data(x)};
+    }
+}
+template <class X>
+std::size_t input_size(const X& x) {
+    if constexpr (std::is_same_v<X, ByteData>) return x.values.size();
+    else return std::ranges::size(x);
+}
+template <class X>
+concept Inputs = std::same_as<X, ByteData> || std::ranges::contiguous_range<X>;
+
+}  // namespace detail
+
 // The calling thread's workspace for (Net, T), used by the convenience overloads below.
 template <class Net, class T>
 Workspace<Net, T>& thread_workspace() {
@@ -64,27 +94,26 @@ void init_params(P&& p, std::uint64_t seed, InitKind kind = InitKind::glorot_uni
 
 // Mean loss over the samples in x and its gradient, written into g (overwritten). No allocation once
 // the workspace has seen a batch this large.
-template <class Net, std::ranges::contiguous_range P, std::ranges::contiguous_range G, std::ranges::contiguous_range X,
+template <class Net, std::ranges::contiguous_range P, std::ranges::contiguous_range G, detail::Inputs X,
           std::ranges::contiguous_range Y, class L>
 detail::value_t<G> value_and_gradient(Workspace<Net, detail::value_t<G>>& ws, const P& p, G&& g, const X& x,
                                       const Y& y, const L& loss, int threads = 1) {
     using T = detail::value_t<G>;
     static_assert(Loss<L, T>, "the loss does not provide the interface documented in chainlet/losses.hpp");
-    static_assert(std::is_same_v<detail::value_t<P>, T> && std::is_same_v<detail::value_t<X>, T>,
-                  "parameters, gradient and inputs must have the same element type");
+    static_assert(std::is_same_v<detail::value_t<P>, T>, "parameters and gradient must have the same element type");
     static_assert(std::is_same_v<detail::value_t<Y>, typename L::template target<T>>,
                   "the targets' element type is not the one the loss expects");
     constexpr const char* where = "value_and_gradient";
     detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
     detail::expect_size(where, "the gradient buffer", Net::num_params, std::ranges::size(g));
-    const std::size_t n = detail::count_rows(where, std::ranges::size(x), Net::in_size);
+    const std::size_t n = detail::count_rows(where, detail::input_size(x), Net::in_size);
     detail::expect_size(where, "the target buffer", n * L::targets_per_sample(Net::out_size), std::ranges::size(y));
     L::template check_targets<T>(std::span(std::ranges::data(y), std::ranges::size(y)), Net::out_size);
-    return ws.value_and_gradient(std::ranges::data(p), std::ranges::data(g), std::ranges::data(x),
+    return ws.value_and_gradient(std::ranges::data(p), std::ranges::data(g), detail::input_rows<T>(x),
                                  std::ranges::data(y), nullptr, n, loss, threads);
 }
 
-template <class Net, std::ranges::contiguous_range P, std::ranges::contiguous_range G, std::ranges::contiguous_range X,
+template <class Net, std::ranges::contiguous_range P, std::ranges::contiguous_range G, detail::Inputs X,
           std::ranges::contiguous_range Y, class L>
 detail::value_t<G> value_and_gradient(const P& p, G&& g, const X& x, const Y& y, const L& loss, int threads = 1) {
     return value_and_gradient<Net>(thread_workspace<Net, detail::value_t<G>>(), p, g, x, y, loss, threads);
@@ -92,19 +121,18 @@ detail::value_t<G> value_and_gradient(const P& p, G&& g, const X& x, const Y& y,
 
 // Writes the outputs for the samples in x into out (n rows of Net::out_size), the caller's buffer:
 // nothing the next call overwrites.
-template <class Net, std::ranges::contiguous_range P, std::ranges::contiguous_range X, std::ranges::contiguous_range O>
+template <class Net, std::ranges::contiguous_range P, detail::Inputs X, std::ranges::contiguous_range O>
 void predict(Workspace<Net, detail::value_t<O>>& ws, const P& p, const X& x, O&& out, int threads = 1) {
     using T = detail::value_t<O>;
-    static_assert(std::is_same_v<detail::value_t<P>, T> && std::is_same_v<detail::value_t<X>, T>,
-                  "parameters, inputs and outputs must have the same element type");
+    static_assert(std::is_same_v<detail::value_t<P>, T>, "parameters and outputs must have the same element type");
     constexpr const char* where = "predict";
     detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
-    const std::size_t n = detail::count_rows(where, std::ranges::size(x), Net::in_size);
+    const std::size_t n = detail::count_rows(where, detail::input_size(x), Net::in_size);
     detail::expect_size(where, "the output buffer", n * Net::out_size, std::ranges::size(out));
-    ws.predict(std::ranges::data(p), std::ranges::data(x), std::ranges::data(out), n, threads);
+    ws.predict(std::ranges::data(p), detail::input_rows<T>(x), std::ranges::data(out), n, threads);
 }
 
-template <class Net, std::ranges::contiguous_range P, std::ranges::contiguous_range X, std::ranges::contiguous_range O>
+template <class Net, std::ranges::contiguous_range P, detail::Inputs X, std::ranges::contiguous_range O>
 void predict(const P& p, const X& x, O&& out, int threads = 1) {
     predict<Net>(thread_workspace<Net, detail::value_t<O>>(), p, x, out, threads);
 }
@@ -142,14 +170,14 @@ struct FitResult {
 // Trains p in place with optimiser opt. All buffers are allocated before the first step; a step
 // allocates nothing. A non-finite loss or gradient stops training with std::runtime_error naming the
 // epoch and step; p then holds the parameters of the last finite step.
-template <class Net, std::ranges::contiguous_range P, class L, std::ranges::contiguous_range X,
-          std::ranges::contiguous_range Y, class Opt>
+template <class Net, std::ranges::contiguous_range P, class L, detail::Inputs X, std::ranges::contiguous_range Y,
+          class Opt>
 FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitOptions& o = {}) {
     using T = detail::value_t<P>;
     static_assert(Loss<L, T>, "the loss does not provide the interface documented in chainlet/losses.hpp");
     constexpr const char* where = "fit";
     detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
-    const std::size_t n = detail::count_rows(where, std::ranges::size(x), Net::in_size);
+    const std::size_t n = detail::count_rows(where, detail::input_size(x), Net::in_size);
     detail::expect_size(where, "the target buffer", n * L::targets_per_sample(Net::out_size), std::ranges::size(y));
     if (n > UINT32_MAX) throw std::invalid_argument("fit: more than 2^32 samples");
     L::template check_targets<T>(std::span(std::ranges::data(y), std::ranges::size(y)), Net::out_size);
@@ -175,7 +203,8 @@ FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitO
         double epoch_loss = 0;
         for (std::size_t s = 0; s < steps; ++s) {
             const std::size_t b0 = s * batch, m = std::min(batch, n - b0);
-            const T* xb = std::ranges::data(x) + (shuffle ? 0 : b0 * Net::in_size);
+            auto xb = detail::input_rows<T>(x);
+            if (!shuffle) xb.data += b0 * Net::in_size;
             const auto* yb = std::ranges::data(y) + (shuffle ? 0 : b0 * L::targets_per_sample(Net::out_size));
             const T l = ws.value_and_gradient(pp, g.data(), xb, yb, shuffle ? order.data() + b0 : nullptr, m, loss,
                                               threads);

@@ -17,6 +17,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "chainlet/kernels/elementwise.hpp"
@@ -25,6 +26,22 @@
 #include "chainlet/parallel.hpp"
 
 namespace chainlet {
+
+// Where a workspace reads its input rows: values of type S, converted to T as is (S = T) or as
+// v * scale + offset (e.g. bytes of an image). See ByteData in train.hpp.
+template <class T, class S = T>
+struct InputRows {
+    const S* data;
+    T scale = T(1), offset = T(0);
+
+    void gather(std::size_t F, std::size_t first, const std::uint32_t* index, std::size_t n, T* dst) const {
+        const S* src = data + (index ? 0 : first * F);
+        if constexpr (std::is_same_v<S, T>)
+            kernels::gather_transpose(src, F, index, n, dst);
+        else
+            kernels::gather_transpose(src, F, index, n, dst, [this](S v) { return static_cast<T>(v) * scale + offset; });
+    }
+};
 
 template <class Net, class T>
 class Workspace {
@@ -60,8 +77,9 @@ public:
     // Mean loss over the n samples and its gradient, written to g (overwritten, not accumulated).
     // x: n rows of Net::in_size, y: n rows of the loss's targets, both sample-major; row s of the batch
     // is row index[s] of x and y (or row s if index is null). Sizes are the caller's to check.
-    template <class L>
-    T value_and_gradient(const T* p, T* g, const T* x, const typename L::template target<T>* y,
+    // (x and y point at the whole data set when index is given, at the batch otherwise.)
+    template <class L, class S = T>
+    T value_and_gradient(const T* p, T* g, InputRows<T, S> x, const typename L::template target<T>* y,
                          const std::uint32_t* index, std::size_t n, const L& loss, int threads = 1) {
         using target_t = typename L::template target<T>;
         threads = resolve_threads(threads);
@@ -73,7 +91,7 @@ public:
             Scratch& s = scratch_[static_cast<std::size_t>(tid)];
             const std::size_t s0 = c * chunk, m = std::min(chunk, n - s0);
             const std::uint32_t* idx = index ? index + s0 : nullptr;
-            kernels::gather_transpose(x + (index ? 0 : s0 * Net::in_size), Net::in_size, idx, m, s.act[0]);
+            x.gather(Net::in_size, s0, idx, m, s.act[0]);
             target_t* t = s.template targets<target_t>(tps * chunk);
             kernels::gather_transpose(y + (index ? 0 : s0 * tps), tps, idx, m, t);
             Net::forward(p, s.act.data(), s.aux.data(), m);
@@ -105,13 +123,14 @@ public:
     }
 
     // out: n rows of Net::out_size, sample-major.
-    void predict(const T* p, const T* x, T* out, std::size_t n, int threads = 1) {
+    template <class S = T>
+    void predict(const T* p, InputRows<T, S> x, T* out, std::size_t n, int threads = 1) {
         threads = resolve_threads(threads);
         reserve(n, threads);
         parallel_for(num_chunks(n), threads, [&](std::size_t c, int tid) {
             Scratch& s = scratch_[static_cast<std::size_t>(tid)];
             const std::size_t s0 = c * chunk, m = std::min(chunk, n - s0);
-            kernels::gather_transpose(x + s0 * Net::in_size, Net::in_size, nullptr, m, s.act[0]);
+            x.gather(Net::in_size, s0, nullptr, m, s.act[0]);
             Net::forward(p, s.act.data(), s.aux.data(), m);
             if (m == 1) std::copy_n(s.act[Net::num_layers], Net::out_size, out + s0 * Net::out_size);
             else kernels::scatter_transpose(s.act[Net::num_layers], Net::out_size, m, out + s0 * Net::out_size);

@@ -93,19 +93,19 @@ void outer_add_reference(size_t M, size_t N, const T* x, const T* y, T* c, size_
         for (size_t n = 0; n < N; ++n) c[m * ldc + n] += x[m] * y[n];
 }
 
-// Feature-major chunk from sample-major rows: dst[f * n + s] = src[row(s) * F + f], where
+// Feature-major chunk from sample-major rows: dst[f * n + s] = convert(src[row(s) * F + f]), where
 // row(s) = index ? index[s] : s. This is also where a shuffled batch is gathered.
-template <class S, class D>
-void gather_transpose(const S* src, size_t F, const std::uint32_t* index, size_t n, D* dst) {
-    if (n == 1) {
-        const S* r = src + static_cast<size_t>(index ? index[0] : 0) * F;
-        for (size_t f = 0; f < F; ++f) dst[f] = static_cast<D>(r[f]);
-        return;
-    }
+template <class S, class D, class Convert>
+void gather_transpose(const S* src, size_t F, const std::uint32_t* index, size_t n, D* dst, Convert convert) {
     for (size_t s = 0; s < n; ++s) {
         const S* r = src + static_cast<size_t>(index ? index[s] : s) * F;
-        for (size_t f = 0; f < F; ++f) dst[f * n + s] = static_cast<D>(r[f]);
+        for (size_t f = 0; f < F; ++f) dst[f * n + s] = convert(r[f]);
     }
+}
+
+template <class S, class D>
+void gather_transpose(const S* src, size_t F, const std::uint32_t* index, size_t n, D* dst) {
+    gather_transpose(src, F, index, n, dst, [](S v) { return static_cast<D>(v); });
 }
 
 // Sample-major rows from a feature-major chunk: dst[s * F + f] = src[f * n + s].

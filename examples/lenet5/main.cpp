@@ -1,0 +1,127 @@
+// LeNet5 (the SimpleChains.jl model) trained on Fashion-MNIST from Debian's dataset-fashion-mnist, or on
+// any directory of MNIST-format IDX files (--data DIR, e.g. MNIST digits).
+//
+// After every epoch it prints `epoch=<k> seconds=<s> train_loss=<v> test_accuracy=<v>`, and at the end
+// `checksum=<hex>` of the final parameters (same seed and thread count: same checksum).
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "chainlet/chainlet.hpp"
+#include "chainlet/io/checksum.hpp"
+#include "chainlet/io/idx.hpp"
+#include "common/args.hpp"
+#include "common/progress.hpp"
+
+using namespace chainlet;
+using LeNet5 = Chain<Input<28, 28, 1>, Conv<5, 5, 6, ReLU>, MaxPool<2, 2>, Conv<5, 5, 16, ReLU>, MaxPool<2, 2>, Flatten,
+                     Dense<120, ReLU>, Dense<84, ReLU>, Dense<10>>;
+static_assert(LeNet5::num_params == 44426);
+
+namespace {
+
+// The bytes as standardised inputs: (b / 255 - mean) / sd with the training set's mean and standard
+// deviation, applied to both sets as each chunk is read.
+ByteData standardised(const ImageDataset& d, const ImageDataset& train) {
+    double s = 0, s2 = 0;
+    for (std::uint8_t v : train.pixels) {
+        s += v;
+        s2 += static_cast<double>(v) * v;
+    }
+    const double n = static_cast<double>(train.pixels.size());
+    const double mean = s / n, sd = std::sqrt(std::max(s2 / n - mean * mean, 1e-12));
+    return ByteData{d.pixels, 1.0 / sd, -mean / sd};
+}
+
+double accuracy(const std::vector<float>& p, const ImageDataset& d, const ByteData& x, int threads) {
+    std::vector<float> logits(d.count * 10);
+    predict<LeNet5>(p, x, logits, threads);
+    std::size_t right = 0;
+    for (std::size_t s = 0; s < d.count; ++s) {
+        const float* r = &logits[s * 10];
+        right += static_cast<std::size_t>(std::max_element(r, r + 10) - r) == static_cast<std::size_t>(d.labels[s]);
+    }
+    return static_cast<double>(right) / static_cast<double>(d.count);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    examples::Args args(argc, argv,
+                        "usage: lenet5 [--data DIR] [--epochs N] [--batch N] [--lr X] [--threads T] [--seed S] [--limit N]\n"
+                        "  --data     directory of MNIST-format IDX files (default /usr/share/datasets/fashion-mnist)\n"
+                        "  --epochs   passes over the training set (default 10)\n"
+                        "  --batch    samples per Adam step (default 64)\n"
+                        "  --lr       Adam learning rate (default 1e-3)\n"
+                        "  --threads  OpenMP threads, 0 = all cores (default 0)\n"
+                        "  --seed     seed of the initial parameters and the shuffling (default 1)\n"
+                        "  --limit    use only the first N training images (default: all)\n");
+    const std::string dir = args.text("data", "/usr/share/datasets/fashion-mnist");
+    const auto epochs = args.integer("epochs", 10, 1, 100000);
+    const auto batch = args.integer("batch", 64, 1, 1u << 24);
+    const double lr = args.real("lr", 1e-3, 1e-8, 10);
+    const int threads = static_cast<int>(args.integer("threads", 0, 0, 1024));
+    const auto seed = args.integer("seed", 1, 0, UINT64_MAX);
+    const auto limit = args.integer("limit", 0, 0, UINT64_MAX);
+    args.finish();
+
+    ImageDataset train, test;
+    try {
+        train = load_idx_dataset(dir, "train");
+        test = load_idx_dataset(dir, "t10k");
+    } catch (const IdxError& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        if (dir == "/usr/share/datasets/fashion-mnist")
+            std::fprintf(stderr, "(install the data with: apt-get install dataset-fashion-mnist)\n");
+        return 1;
+    }
+    for (const auto* d : {&train, &test})
+        if (d->height != 28 || d->width != 28) {
+            std::fprintf(stderr, "error: %s: images are %zux%zu, LeNet5 here takes 28x28\n", dir.c_str(), d->height,
+                         d->width);
+            return 1;
+        }
+    if (limit > 0 && limit < train.count) {
+        train.count = limit;
+        train.pixels.resize(limit * 784);
+        train.labels.resize(limit);
+    }
+    const ByteData train_x = standardised(train, train), test_x = standardised(test, train);
+    std::printf("%s\n", build_report().c_str());
+    std::printf("data: %s (%zu training, %zu test images); LeNet5, %zu parameters; Adam(%g), batch %" PRIu64
+                ", %" PRIu64 " epochs\n",
+                dir.c_str(), train.count, test.count, LeNet5::num_params, lr, batch, epochs);
+    std::fflush(stdout);
+
+    std::vector<float> p(LeNet5::num_params);
+    init_params<LeNet5>(p, seed);
+    Adam opt(static_cast<float>(lr));
+    examples::Progress bar;
+    FitOptions o;
+    o.epochs = epochs;
+    o.batch = batch;
+    o.seed = seed;
+    o.threads = threads;
+    o.on_step = [&](const StepInfo& s) { bar.update(s.epoch, s.step, s.steps_per_epoch, s.loss); };
+    o.on_epoch = [&](const EpochInfo& e) {
+        bar.finish();
+        std::printf("epoch=%zu seconds=%.3f train_loss=%.5f test_accuracy=%.4f\n", e.epoch, e.seconds, e.loss,
+                    accuracy(p, test, test_x, threads));
+        std::fflush(stdout);
+    };
+    try {
+        fit<LeNet5>(p, SoftmaxCrossEntropy{}, train_x, train.labels, opt, o);
+    } catch (const std::exception& e) {
+        bar.finish();
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+    }
+    std::printf("checksum=%016" PRIx64 "\n", checksum(std::span<const float>(p)));
+    return 0;
+}
