@@ -22,6 +22,17 @@ using namespace chainlet;
 namespace {
 
 using TinyMLP = Chain<Input<4>, Dense<32, Tanh>, Dense<16, Tanh>, Dense<4>>;
+using WideMLP = Chain<Input<2>, Dense<64, Tanh>, Dense<64, Tanh>, Dense<2>>;
+using LeNet5 = Chain<Input<28, 28, 1>, Conv<5, 5, 6, ReLU>, MaxPool<2, 2>, Conv<5, 5, 16, ReLU>, MaxPool<2, 2>, Flatten,
+                     Dense<120, ReLU>, Dense<84, ReLU>, Dense<10>>;
+
+// Multiply-adds per sample. Training: forward + weight gradients + input gradients of every layer but
+// the first; LeNet5's input gradient of conv2 is counted as the useful 8*8*16*150, not the padded
+// correlation chainlet actually runs.
+constexpr double tiny_train_macs = 1984, tiny_forward_macs = 704;
+constexpr double wide_train_macs = 3 * (2 * 64 + 64 * 64 + 64 * 2) - 2 * 64;
+constexpr double lenet_forward_macs = 24 * 24 * 6 * 25 + 8 * 8 * 16 * 150 + 256 * 120 + 120 * 84 + 84 * 10;
+constexpr double lenet_train_macs = 2 * lenet_forward_macs + 8 * 8 * 16 * 150 + 256 * 120 + 120 * 84 + 84 * 10;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -148,7 +159,7 @@ int main(int argc, char** argv) {
             auto model = torch_tiny();
             torch::optim::Adam topt(model->parameters(), torch::optim::AdamOptions(1e-3));
             rows.push_back(compare(
-                "tiny MLP train step, 10k samples", t, 2.0 * 1984 * n,
+                "tiny MLP train step, 10k samples", t, 2.0 * tiny_train_macs * n,
                 {[&] { ws.reserve(n, t); opt.init(p.size()); },
                  [&] {
                      value_and_gradient<TinyMLP>(ws, p, g, x, y, SquaredError{}, t);
@@ -174,7 +185,7 @@ int main(int argc, char** argv) {
         auto model = torch_tiny();
         const torch::Tensor tx = torch::randn({1, 4}), ty = torch::randn({1, 4});
         rows.push_back(compare(
-            "tiny MLP forward, 1 sample", 1, 2.0 * 704, {[] {}, [&] { predict<TinyMLP>(ws, p, x, out); }},
+            "tiny MLP forward, 1 sample", 1, 2.0 * tiny_forward_macs, {[] {}, [&] { predict<TinyMLP>(ws, p, x, out); }},
             {[] {},
              [&] {
                  torch::NoGradGuard no_grad;
@@ -182,7 +193,7 @@ int main(int argc, char** argv) {
              }},
             rounds, target));
         rows.push_back(compare(
-            "tiny MLP forward+pullback, 1 sample", 1, 2.0 * 1984,
+            "tiny MLP forward+pullback, 1 sample", 1, 2.0 * tiny_train_macs,
             {[] {}, [&] { value_and_gradient<TinyMLP>(ws, p, g, x, y, SquaredError{}); }},
             {[] {},
              [&] {
@@ -190,6 +201,89 @@ int main(int argc, char** argv) {
                  torch::mse_loss(model->forward(tx), ty).backward();
              }},
             rounds, target));
+    }
+
+    // 3. A wider MLP of scientific ML (2 -> 64 tanh -> 64 tanh -> 2), Adam training step at batch 1, 32, 256.
+    for (std::size_t n : {std::size_t(1), std::size_t(32), std::size_t(256)}) {
+        const auto x = normal(2 * n, 5), y = normal(2 * n, 6);
+        std::vector<float> p(WideMLP::num_params), g(WideMLP::num_params);
+        init_params<WideMLP>(p, 1);
+        const torch::Tensor tx = torch::from_blob(const_cast<float*>(x.data()), {static_cast<long>(n), 2}).clone();
+        const torch::Tensor ty = torch::from_blob(const_cast<float*>(y.data()), {static_cast<long>(n), 2}).clone();
+        for (int t : thread_counts) {
+            if (n < 256 && t > 1) continue;  // one chunk: a second thread has nothing to do on either side
+            Workspace<WideMLP, float> ws;
+            Adam opt(1e-3f);
+            auto model = torch::nn::Sequential(torch::nn::Linear(2, 64), torch::nn::Tanh(), torch::nn::Linear(64, 64),
+                                               torch::nn::Tanh(), torch::nn::Linear(64, 2));
+            torch::optim::Adam topt(model->parameters(), torch::optim::AdamOptions(1e-3));
+            rows.push_back(compare(
+                "wide MLP train step, batch " + std::to_string(n), t, 2.0 * wide_train_macs * static_cast<double>(n),
+                {[&] { ws.reserve(n, t); opt.init(p.size()); },
+                 [&] {
+                     value_and_gradient<WideMLP>(ws, p, g, x, y, SquaredError{}, t);
+                     opt.step(p, g);
+                 }},
+                {[] {},
+                 [&] {
+                     topt.zero_grad();
+                     torch::mse_loss(model->forward(tx), ty).backward();
+                     topt.step();
+                 }},
+                rounds, target));
+        }
+    }
+    // 4. LeNet5: one training epoch (batch 2048, Adam(3e-4), no shuffling on either side) and inference
+    //    on 10,000 images. Random images: the cost does not depend on the pixel values.
+    {
+        const std::size_t n = quick ? 8192 : 60000, batch = 2048, n_test = 10000;
+        const auto x = normal(n * 784, 7), xt = normal(n_test * 784, 8);
+        std::vector<std::int32_t> y(n);
+        for (std::size_t s = 0; s < n; ++s) y[s] = static_cast<std::int32_t>(s % 10);
+        const torch::Tensor tx = torch::from_blob(const_cast<float*>(x.data()), {static_cast<long>(n), 1, 28, 28}).clone();
+        const torch::Tensor txt = torch::from_blob(const_cast<float*>(xt.data()), {static_cast<long>(n_test), 1, 28, 28}).clone();
+        const torch::Tensor ty = torch::from_blob(y.data(), {static_cast<long>(n)}, torch::kInt32).to(torch::kLong);
+        std::vector<float> p(LeNet5::num_params), out(n_test * 10);
+        init_params<LeNet5>(p, 1);
+        for (int t : thread_counts) {
+            namespace nn = torch::nn;
+            auto model = nn::Sequential(nn::Conv2d(1, 6, 5), nn::ReLU(), nn::MaxPool2d(2), nn::Conv2d(6, 16, 5), nn::ReLU(),
+                                        nn::MaxPool2d(2), nn::Flatten(), nn::Linear(256, 120), nn::ReLU(),
+                                        nn::Linear(120, 84), nn::ReLU(), nn::Linear(84, 10));
+            torch::optim::Adam topt(model->parameters(), torch::optim::AdamOptions(3e-4));
+            Adam opt(3e-4f);
+            FitOptions o;
+            o.epochs = 1;
+            o.batch = batch;
+            o.shuffle = false;
+            o.threads = t;
+            const std::string images = quick ? "8192 images" : "60k images";
+            rows.push_back(compare(
+                "LeNet5 train epoch, " + images + ", batch 2048", t, 2.0 * lenet_train_macs * static_cast<double>(n),
+                {[] {}, [&] { fit<LeNet5>(p, SoftmaxCrossEntropy{}, x, y, opt, o); }},
+                {[] {},
+                 [&] {
+                     for (std::size_t b0 = 0; b0 < n; b0 += batch) {
+                         const long m = static_cast<long>(std::min(batch, n - b0));
+                         topt.zero_grad();
+                         torch::nn::functional::cross_entropy(model->forward(tx.narrow(0, static_cast<long>(b0), m)),
+                                                              ty.narrow(0, static_cast<long>(b0), m))
+                             .backward();
+                         topt.step();
+                     }
+                 }},
+                rounds, target));
+            Workspace<LeNet5, float> ws;
+            rows.push_back(compare(
+                "LeNet5 inference, 10k images", t, 2.0 * lenet_forward_macs * static_cast<double>(n_test),
+                {[&] { ws.reserve(n_test, t); }, [&] { predict<LeNet5>(ws, p, xt, out, t); }},
+                {[] {},
+                 [&] {
+                     torch::NoGradGuard no_grad;
+                     auto r = model->forward(txt);
+                 }},
+                rounds, target));
+        }
     }
 
     if (!json.empty()) {

@@ -9,6 +9,8 @@
 
 using namespace chainlet;
 using TinyMLP = Chain<Input<4>, Dense<32, Tanh>, Dense<16, Tanh>, Dense<4>>;
+using LeNet5 = Chain<Input<28, 28, 1>, Conv<5, 5, 6, ReLU>, MaxPool<2, 2>, Conv<5, 5, 16, ReLU>, MaxPool<2, 2>, Flatten,
+                     Dense<120, ReLU>, Dense<84, ReLU>, Dense<10>>;
 
 namespace {
 
@@ -67,6 +69,62 @@ void BM_tiny_forward_pullback_1(benchmark::State& state) {
     }
 }
 BENCHMARK(BM_tiny_forward_pullback_1);
+
+// LeNet5 training step (gradient + Adam) on a batch of 2048 images; argument: threads.
+void BM_lenet5_train_step(benchmark::State& state) {
+    const int threads = static_cast<int>(state.range(0));
+    const std::size_t n = 2048;
+    std::vector<float> p(LeNet5::num_params), g(LeNet5::num_params);
+    init_params<LeNet5>(p, 1);
+    const auto x = normal(784 * n, 2);
+    std::vector<std::int32_t> y(n);
+    for (std::size_t s = 0; s < n; ++s) y[s] = static_cast<std::int32_t>(s % 10);
+    Workspace<LeNet5, float> ws(n, threads);
+    Adam opt(3e-4f);
+    opt.init(p.size());
+    for (auto _ : state) {
+        value_and_gradient<LeNet5>(ws, p, g, x, y, SoftmaxCrossEntropy{}, threads);
+        opt.step(p, g);
+        benchmark::ClobberMemory();
+    }
+    state.counters["images/s"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_lenet5_train_step)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// One layer of LeNet5 on a chunk of 16 images (one AVX-512 vector of samples): forward, and pullback
+// with the input gradient.
+template <class L>
+void layer_bench(benchmark::State& state, bool pullback) {
+    const std::size_t n = 16;
+    const auto p = normal(std::max<std::size_t>(L::num_params, 1), 1), x = normal(L::in_size * n, 2);
+    std::vector<float> y(L::out_size * n), aux(std::max<std::size_t>(L::aux_per_sample * n, 1)), g(p.size()),
+        dx(L::in_size * n), dy = normal(L::out_size * n, 3);
+    L::forward(p.data(), x.data(), y.data(), aux.data(), n);
+    for (auto _ : state) {
+        if (pullback) {
+            L::pullback(p.data(), g.data(), x.data(), y.data(), aux.data(), dy.data(), dx.data(), n);
+            benchmark::DoNotOptimize(dx.data());
+        } else {
+            L::forward(p.data(), x.data(), y.data(), aux.data(), n);
+            benchmark::DoNotOptimize(y.data());
+        }
+    }
+}
+using Conv1 = LeNet5::layer<0>;
+using Pool1 = LeNet5::layer<1>;
+using Conv2 = LeNet5::layer<2>;
+void BM_conv1_forward(benchmark::State& s) { layer_bench<Conv1>(s, false); }
+void BM_conv1_pullback(benchmark::State& s) { layer_bench<Conv1>(s, true); }
+void BM_pool1_forward(benchmark::State& s) { layer_bench<Pool1>(s, false); }
+void BM_pool1_pullback(benchmark::State& s) { layer_bench<Pool1>(s, true); }
+void BM_conv2_forward(benchmark::State& s) { layer_bench<Conv2>(s, false); }
+void BM_conv2_pullback(benchmark::State& s) { layer_bench<Conv2>(s, true); }
+BENCHMARK(BM_conv1_forward);
+BENCHMARK(BM_conv1_pullback);
+BENCHMARK(BM_pool1_forward);
+BENCHMARK(BM_pool1_pullback);
+BENCHMARK(BM_conv2_forward);
+BENCHMARK(BM_conv2_pullback);
 
 }  // namespace
 

@@ -79,9 +79,9 @@ TEMPLATE_TEST_CASE("conv kernels match their scalar twins on odd sizes", "[conv]
     using T = TestType;
     constexpr std::size_t IW = 9, IC = 3, KH = 3, KW = 2, OC = 7, IH = 6;
     constexpr auto patch = kernels::patch_offsets<KH, KW, IC, IW>();
-    const kernels::ConvShape s{IW, IC, IH - KH + 1, IW - KW + 1, OC, KH * KW * IC, patch.data()};
+    const kernels::ConvShape s{IW, IC, IH - KH + 1, IW - KW + 1, OC, KH, KW, patch.data(), 0, IH, 0, IW};
     for (std::size_t n : {1, 3, 16, 17, 33}) {
-        const auto w = test::random_vector<T>(s.K * OC, 1), b = test::random_vector<T>(OC, 2);
+        const auto w = test::random_vector<T>(s.K() * OC, 1), b = test::random_vector<T>(OC, 2);
         const auto in = test::random_vector<T>(IH * IW * IC * n, 3);
         const auto dz = test::random_vector<T>(s.OH * s.OW * OC * n, 4);
         std::vector<T> y1(s.OH * s.OW * OC * n), y2(y1.size()), z1(y1.size()), z2(y1.size());
@@ -93,7 +93,7 @@ TEMPLATE_TEST_CASE("conv kernels match their scalar twins on odd sizes", "[conv]
         INFO("n=" << n);
         REQUIRE(test::max_rel_diff(y1, y2) < tol);
         REQUIRE(test::max_rel_diff(z1, z2) < tol);
-        auto g1 = test::random_vector<T>(s.K * OC, 5), g2 = g1;
+        auto g1 = test::random_vector<T>(s.K() * OC, 5), g2 = g1;
         kernels::conv_weight_grad(s, in.data(), dz.data(), n, g1.data());
         kernels::conv_weight_grad_reference(s, in.data(), dz.data(), n, g2.data());
         REQUIRE(test::max_rel_diff(g1, g2) < 10 * tol);

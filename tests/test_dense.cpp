@@ -66,8 +66,8 @@ TEST_CASE("Dense parameter layout and counts", "[dense]") {
     using L = Dense<3, Tanh>::bound<Shape<4>>;
     STATIC_REQUIRE(L::num_params == 4 * 3 + 3);
     STATIC_REQUIRE(DenseNoBias<3>::bound<Shape<4>>::num_params == 12);
-    STATIC_REQUIRE(L::aux_per_sample == 0);
-    STATIC_REQUIRE(Dense<3, GELU>::bound<Shape<4>>::aux_per_sample == 3);
+    STATIC_REQUIRE(L::aux_per_sample == 3);  // room for dz transposed
+    STATIC_REQUIRE(Dense<3, GELU>::bound<Shape<4>>::aux_per_sample == 6);  // z and dz transposed
     // W[i * Out + o] then b: a unit weight from input 2 to output 1 and bias 0.5 on output 1
     std::vector<double> p(L::num_params, 0.0);
     p[2 * 3 + 1] = 1.0;

@@ -8,6 +8,7 @@
 //   AdamW (wd 0.1):     each step first scales p by 1 - 0.1 * 0.1.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <vector>
 
 #include "chainlet/optim/adam.hpp"
@@ -44,6 +45,27 @@ TEST_CASE("Adam: two steps", "[optim]") {
 TEST_CASE("AdamW: two steps", "[optim]") {
     require_close(two_steps(AdamW<double>(0.1, 0.1)),
                   {{0.890000002, -1.880000004}, {0.9177103542205653, -1.9106189864058514}});
+}
+
+TEST_CASE("AdamW: the SIMD update equals the plain formula on an odd length (float)", "[optim][kernel]") {
+    const std::size_t n = 37;
+    std::vector<float> p(n), g(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        p[i] = 0.1f * static_cast<float>(i) - 1.0f;
+        g[i] = std::sin(static_cast<float>(i));
+    }
+    std::vector<double> pr(p.begin(), p.end()), m(n, 0.0), v(n, 0.0);
+    AdamW<float> opt(0.01f, 0.1f);
+    for (int t = 1; t <= 3; ++t) {
+        opt.step(p, g);
+        for (std::size_t i = 0; i < n; ++i) {
+            pr[i] *= 1 - 0.01 * 0.1;
+            m[i] = 0.9 * m[i] + 0.1 * g[i];
+            v[i] = 0.999 * v[i] + 0.001 * g[i] * g[i];
+            pr[i] -= 0.01 * (m[i] / (1 - std::pow(0.9, t))) / (std::sqrt(v[i] / (1 - std::pow(0.999, t))) + 1e-8);
+        }
+        for (std::size_t i = 0; i < n; ++i) REQUIRE(p[i] == Approx(pr[i]).epsilon(1e-5).margin(1e-6));
+    }
 }
 
 TEST_CASE("Optimisers: CTAD from the learning rate, errors for bad settings and sizes", "[optim][errors]") {

@@ -33,9 +33,13 @@ constexpr std::array<std::uint32_t, KH * KW * C> patch_offsets() {
 }
 
 // Geometry of one valid correlation: input IH x IW x IC (after any padding), KH x KW kernel, OC outputs.
+// Only input rows [row0, row1) and columns [col0, col1) may be non-zero (the rest is zero padding),
+// so kernel taps that fall outside that window are skipped.
 struct ConvShape {
-    size_t IW, IC, OH, OW, OC, K;  // K = KH * KW * IC, the patch length
-    const std::uint32_t* patch;    // K row offsets of the patch (patch_offsets)
+    size_t IW, IC, OH, OW, OC, KH, KW;
+    const std::uint32_t* patch;  // KH * KW * IC row offsets of the patch (patch_offsets)
+    size_t row0, row1, col0, col1;
+    constexpr size_t K() const { return KH * KW * IC; }
 };
 
 // out (OH x OW x OC rows of n) = Act(start + sum_k A(oc, k) patch_k), with A(oc, k) = a[oc * a_rs + a_off(k)].
@@ -47,10 +51,19 @@ void conv_valid(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a_off, cons
     constexpr int NP = 4;  // output pixels per tile
     const auto nn = static_cast<ptrdiff_t>(n);
     for (size_t oy = 0; oy < s.OH; ++oy) {
+        // kernel rows that reach the non-zero input rows
+        const size_t ky0 = s.row0 > oy ? std::min(s.row0 - oy, s.KH) : 0;
+        const size_t ky1 = std::min(s.KH, s.row1 > oy ? s.row1 - oy : 0);
         auto pixels = [&]<int NR>(size_t ox) {
             const ptrdiff_t in0 = static_cast<ptrdiff_t>((oy * s.IW + ox) * s.IC) * nn;
             const ptrdiff_t out0 = static_cast<ptrdiff_t>((oy * s.OW + ox) * s.OC) * nn;
-            const Tile<T, AOff, Table> t{s.K,  a,           a_rs, a_off, in + in0, Table{s.patch, nn},
+            // kernel columns that reach the non-zero input columns for any of the NR pixels
+            const size_t last = ox + NR - 1;
+            const size_t kx0 = s.col0 > last ? std::min(s.col0 - last, s.KW) : 0;
+            const size_t kx1 = std::min(s.KW, s.col1 > ox ? s.col1 - ox : 0);
+            const KRange k{(ky0 * s.KW + kx0) * s.IC, ky1 > ky0 && kx1 > kx0 ? ky1 - ky0 : 0,
+                           kx1 > kx0 ? (kx1 - kx0) * s.IC : 0, s.KW * s.IC};
+            const Tile<T, AOff, Table> t{k,    a,           a_rs, a_off, in + in0, Table{s.patch, nn},
                                          static_cast<ptrdiff_t>(s.IC) * nn,      out + out0,
                                          nn,   static_cast<ptrdiff_t>(s.OC) * nn, bias, z ? z + out0 : z};
             for_row_blocks(s.OC, [&]<int MR>(size_t m) {
@@ -76,7 +89,7 @@ void conv_valid_reference(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a
                 for (size_t j = 0; j < n; ++j) {
                     const size_t row = (oy * s.OW + ox) * s.OC + oc;
                     T acc = init == Init::row_bias ? bias[oc] : init == Init::accumulate ? out[row * n + j] : T(0);
-                    for (size_t k = 0; k < s.K; ++k)
+                    for (size_t k = 0; k < s.K(); ++k)
                         acc += a[static_cast<ptrdiff_t>(oc) * a_rs + a_off(k)] *
                                in[((oy * s.IW + ox) * s.IC + s.patch[k]) * n + j];
                     if (z) z[row * n + j] = acc;
@@ -85,43 +98,56 @@ void conv_valid_reference(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a
 }
 
 // g[k * OC + oc] += sum_{pixels p, samples j} in[(top_left(p) + patch[k]) * n + j] * dz[(p * OC + oc) * n + j]
+// An MR x PR tile of (k, oc) keeps its accumulators in registers through all pixels and samples and
+// sums them horizontally once; the samples past the last full vector go through the same loop as scalars.
 template <class T>
 void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T* g) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
     const size_t nv = simd::enabled ? n - n % W : 0;
-    for_row_blocks(s.K, [&]<int MR>(size_t k0) {
+    for_row_blocks(s.K(), [&]<int MR>(size_t k0) {
         for_row_blocks(s.OC, [&]<int PR>(size_t oc0) {
-            V acc[MR][PR];
-            T tail[MR][PR] = {};
-            for (int i = 0; i < MR; ++i)
-                for (int j = 0; j < PR; ++j) acc[i][j] = V(T(0));
-            for (size_t oy = 0; oy < s.OH; ++oy)
-                for (size_t ox = 0; ox < s.OW; ++ox) {
-                    const T* pin = in + (oy * s.IW + ox) * s.IC * n;
-                    const T* pdz = dz + ((oy * s.OW + ox) * s.OC + oc0) * n;
-                    const T* arow[MR];
-                    for (int i = 0; i < MR; ++i) arow[i] = pin + s.patch[k0 + i] * n;
-                    for (size_t v = 0; v < nv; v += W) {
-                        V av[MR], bv[PR];
-                        for (int i = 0; i < MR; ++i) av[i] = pinned(loadv<V>(arow[i] + v));
-                        for (int j = 0; j < PR; ++j) bv[j] = pinned(loadv<V>(pdz + j * n + v));
-                        for (int i = 0; i < MR; ++i)
-                            for (int j = 0; j < PR; ++j) acc[i][j] = simd::fma(av[i], bv[j], acc[i][j]);
+            // Sums over samples [j0, j1) in steps of lanes<VV>.
+            auto sums = [&]<class VV>(size_t j0, size_t j1, T (&out)[MR][PR]) {
+                constexpr size_t L = lanes<VV>;
+                VV acc[MR][PR];
+                for (int i = 0; i < MR; ++i)
+                    for (int j = 0; j < PR; ++j) acc[i][j] = VV(T(0));
+                // samples outermost, so the innermost loop (over a row of pixels) has a straight-line
+                // body and the accumulators stay in registers
+                for (size_t v = j0; v < j1; v += L)
+                    for (size_t oy = 0; oy < s.OH; ++oy) {
+                        const T* arow[MR];
+                        for (int i = 0; i < MR; ++i) arow[i] = in + (oy * s.IW * s.IC + s.patch[k0 + i]) * n + v;
+                        const T* drow = dz + (oy * s.OW * s.OC + oc0) * n + v;
+                        for (size_t ox = 0; ox < s.OW; ++ox) {
+                            VV av[MR], bv[PR];
+                            for (int i = 0; i < MR; ++i) av[i] = pinned(loadv<VV>(arow[i]));
+                            for (int j = 0; j < PR; ++j) bv[j] = pinned(loadv<VV>(drow + j * n));
+                            for (int i = 0; i < MR; ++i)
+                                for (int j = 0; j < PR; ++j) acc[i][j] = simd::fma(av[i], bv[j], acc[i][j]);
+                            for (int i = 0; i < MR; ++i) arow[i] += s.IC * n;
+                            drow += s.OC * n;
+                        }
                     }
-                    for (size_t v = nv; v < n; ++v)
-                        for (int i = 0; i < MR; ++i)
-                            for (int j = 0; j < PR; ++j) tail[i][j] += arow[i][v] * pdz[j * n + v];
-                }
+                for (int i = 0; i < MR; ++i)
+                    for (int j = 0; j < PR; ++j) {
+                        if constexpr (simd::is_vector<VV>) out[i][j] += simd::hsum<T>(acc[i][j]);
+                        else out[i][j] += acc[i][j];
+                    }
+            };
+            T out[MR][PR] = {};
+            if (nv > 0) sums.template operator()<V>(0, nv, out);
+            if (nv < n) sums.template operator()<T>(nv, n, out);
             for (int i = 0; i < MR; ++i)
-                for (int j = 0; j < PR; ++j) g[(k0 + i) * s.OC + oc0 + j] += simd::hsum<T>(acc[i][j]) + tail[i][j];
+                for (int j = 0; j < PR; ++j) g[(k0 + i) * s.OC + oc0 + j] += out[i][j];
         });
     });
 }
 
 template <class T>
 void conv_weight_grad_reference(const ConvShape& s, const T* in, const T* dz, size_t n, T* g) {
-    for (size_t k = 0; k < s.K; ++k)
+    for (size_t k = 0; k < s.K(); ++k)
         for (size_t oc = 0; oc < s.OC; ++oc) {
             T acc = 0;
             for (size_t oy = 0; oy < s.OH; ++oy)

@@ -42,6 +42,14 @@ struct Table {
     ptrdiff_t operator()(size_t k) const { return static_cast<ptrdiff_t>(offsets[k]) * scale; }
 };
 
+// The reduction indices a tile visits: `segments` runs of `length` consecutive k, the first starting at
+// `first`, each `stride` after the previous. A plain product has one run [0, K); a convolution over a
+// zero-padded image skips the kernel rows and columns that fall on the zeros.
+struct KRange {
+    size_t first, segments, length, stride;
+    static KRange all(size_t K) { return {0, 1, K, K}; }
+};
+
 // Addressing of an MR x NR register tile of gemm_nn:
 //   A(i, k) = a[i * a_rs + a_off(k)]                (a scalar, broadcast)
 //   B(k, j) = the vector at b + b_off(k) + j * b_js
@@ -49,7 +57,7 @@ struct Table {
 //             row bias, the vector at bias + j * c_js for a column bias)
 template <class T, class AOff, class BOff>
 struct Tile {
-    size_t K;
+    KRange k;
     const T* a;
     ptrdiff_t a_rs;
     AOff a_off;
@@ -72,16 +80,17 @@ inline void nn_tile(const Tile<T, AOff, BOff>& t) {
             else if constexpr (init == Init::row_bias) acc[i][j] = V(t.bias[i]);
             else acc[i][j] = loadv<V>(t.bias + j * t.c_js);
         }
-    for (size_t k = 0; k < t.K; ++k) {
-        V bv[NR];
-        const T* bk = t.b + t.b_off(k);
-        for (int j = 0; j < NR; ++j) bv[j] = pinned(loadv<V>(bk + j * t.b_js));
-        const T* ak = t.a + t.a_off(k);
-        for (int i = 0; i < MR; ++i) {
-            const V ai(ak[i * t.a_rs]);
-            for (int j = 0; j < NR; ++j) acc[i][j] = simd::fma(ai, bv[j], acc[i][j]);
+    for (size_t seg = 0; seg < t.k.segments; ++seg)
+        for (size_t k = t.k.first + seg * t.k.stride, k_end = k + t.k.length; k < k_end; ++k) {
+            V bv[NR];
+            const T* bk = t.b + t.b_off(k);
+            for (int j = 0; j < NR; ++j) bv[j] = pinned(loadv<V>(bk + j * t.b_js));
+            const T* ak = t.a + t.a_off(k);
+            for (int i = 0; i < MR; ++i) {
+                const V ai(ak[i * t.a_rs]);
+                for (int j = 0; j < NR; ++j) acc[i][j] = simd::fma(ai, bv[j], acc[i][j]);
+            }
         }
-    }
     for (int i = 0; i < MR; ++i)
         for (int j = 0; j < NR; ++j) {
             if (t.z) storev(t.z + i * t.c_is + j * t.c_js, acc[i][j]);
@@ -114,7 +123,8 @@ inline void for_row_blocks(size_t M, F&& tile) {
 }
 
 // All of C for a tile description t whose vectorised dimension (contiguous in B and C) has length N:
-// NR-vector tiles, then one-vector tiles, then scalars.
+// NR-vector tiles, one-vector tiles, a half- and a quarter-width vector where they fit (a Dense layer
+// of 120 or 84 outputs), then scalars.
 template <class Act, Init init, class T, class AOff, class BOff>
 inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff>& t) {
     using V = simd::vec<T>;
@@ -127,6 +137,18 @@ inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff>& t) {
                 nn_tile<Act, init, V, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(n)));
             for (const size_t n_end = N - N % W; n < n_end; n += W)
                 nn_tile<Act, init, V, MR, 1>(moved<init>(t, m, static_cast<ptrdiff_t>(n)));
+            using H = simd::sized_vec<T, W / 2>;
+            if constexpr (W >= 8 && !std::is_void_v<H>)
+                if (N - n >= W / 2) {
+                    nn_tile<Act, init, H, MR, 1>(moved<init>(t, m, static_cast<ptrdiff_t>(n)));
+                    n += W / 2;
+                }
+            using Q = simd::sized_vec<T, W / 4>;
+            if constexpr (W >= 16 && !std::is_void_v<Q>)
+                if (N - n >= W / 4) {
+                    nn_tile<Act, init, Q, MR, 1>(moved<init>(t, m, static_cast<ptrdiff_t>(n)));
+                    n += W / 4;
+                }
         }
         for (; n < N; ++n) nn_tile<Act, init, T, MR, 1>(moved<init>(t, m, static_cast<ptrdiff_t>(n)));
     });
@@ -140,7 +162,7 @@ void gemm_nn(size_t M, size_t N, size_t K, const T* a, ptrdiff_t a_rs, ptrdiff_t
              T* c, size_t ldc, std::type_identity_t<const T*> bias = nullptr, std::type_identity_t<T*> z = nullptr) {
     static_assert(init != Init::accumulate || std::is_same_v<Act, Identity>, "accumulation has no activation");
     constexpr ptrdiff_t W = simd::width<T>;
-    const Tile<T, Stride, Stride> t{K, a, a_rs, Stride{a_cs}, b, Stride{static_cast<ptrdiff_t>(ldb)}, W,
+    const Tile<T, Stride, Stride> t{KRange::all(K), a, a_rs, Stride{a_cs}, b, Stride{static_cast<ptrdiff_t>(ldb)}, W,
                                     c, static_cast<ptrdiff_t>(ldc), W, bias, z};
     nn_panel<Act, init>(M, N, t);
 }

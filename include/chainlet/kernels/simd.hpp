@@ -22,6 +22,8 @@ namespace chainlet::simd {
 
 #ifdef CHAINLET_SCALAR
 inline constexpr bool enabled = false;
+template <class T, std::size_t N>
+using sized_vec = void;
 template <class T>
 using vec = T;
 template <class T>
@@ -34,6 +36,10 @@ using vec = xsimd::batch<T>;  // the widest ISA the compiler flags allow (-march
 template <class T>
 inline constexpr std::size_t width = xsimd::batch<T>::size;
 inline constexpr const char* arch_name = xsimd::default_arch::name();
+// A narrower vector of N lanes of another instruction set compiled in (e.g. 8 AVX2 lanes in an
+// AVX-512 build), or void: for the tail of a loop whose length is not a multiple of the full width.
+template <class T, std::size_t N>
+using sized_vec = xsimd::make_sized_batch_t<T, N>;
 #endif
 
 template <class V>

@@ -73,8 +73,12 @@ struct Conv {
                             static_cast<std::uint32_t>(((KH - 1 - ky) * KW + (KW - 1 - kx)) * C * OC + oc);
             return t;
         }();
-        static constexpr kernels::ConvShape forward_shape{XW, C, OH, OW, OC, K, patch.data()};
-        static constexpr kernels::ConvShape input_grad_shape{DW, OC, H, W, C, KH * KW * OC, dz_patch.data()};
+        // Forward on the padded input (non-zero: the original image); input gradient on the padded dz.
+        static constexpr kernels::ConvShape forward_shape{XW, C, OH, OW, OC, KH, KW, patch.data(),
+                                                          pad_top, pad_top + H, pad_left, pad_left + W};
+        static constexpr kernels::ConvShape input_grad_shape{DW, OC, H, W, C, KH, KW, dz_patch.data(),
+                                                             KH - 1 - pad_top, KH - 1 - pad_top + OH,
+                                                             KW - 1 - pad_left, KW - 1 - pad_left + OW};
 
         template <class T>
         static void init(std::span<T> p, Rng& rng, InitKind kind) {

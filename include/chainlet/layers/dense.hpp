@@ -36,8 +36,12 @@ struct Dense {
         using out_shape = Shape<Out>;
         static constexpr std::size_t num_weights = in_size * Out;
         static constexpr std::size_t num_params = num_weights + (Bias ? Out : 0);
-        // The pre-activation z, kept only when act' cannot be computed from y.
-        static constexpr std::size_t aux_per_sample = Act::derivative_from_output ? 0 : Out;
+        // The pre-activation z, kept only when act' cannot be computed from y; then room for dz
+        // transposed (the weight gradient of a small chunk, see pullback).
+        static constexpr std::size_t z_size = Act::derivative_from_output ? 0 : Out;
+        static constexpr std::size_t aux_per_sample = z_size + Out;
+        // Below this many samples the weight gradient runs along the outputs instead of the samples.
+        static constexpr std::size_t outer_product_below = 4 * simd::width<float>;
 
         template <class T>
         static void init(std::span<T> p, Rng& rng, InitKind kind) {
@@ -70,7 +74,7 @@ struct Dense {
 
         // dy is overwritten with dz. dx may be null (no input gradient wanted, e.g. the first layer).
         template <class T>
-        static void pullback(const T* p, T* g, const T* x, const T* y, const T* aux, T* dy, T* dx, std::size_t n) {
+        static void pullback(const T* p, T* g, const T* x, const T* y, T* aux, T* dy, T* dx, std::size_t n) {
             using namespace kernels;
             activation_pullback<Act>(dy, Act::derivative_from_output ? y : aux, Out * n);
             const T* w = p;
@@ -81,12 +85,22 @@ struct Dense {
                 if constexpr (Bias) add_to(g + num_weights, dy, Out);
                 // dx[i] = sum_o w[i * Out + o] dz[o]
                 if (dx) {
-                    for (std::size_t i = 0; i < in_size; ++i) dx[i] = T(0);
+                    std::fill_n(dx, in_size, T(0));
                     gemm_nt(1, in_size, Out, dy, Out, w, Out, dx, in_size);
                 }
             } else {
-                // dW[i, o] += sum_s x[i, s] dz[o, s]
-                gemm_nt(in_size, Out, n, x, n, dy, n, gw, Out);
+                if (n < outer_product_below && Out >= simd::width<T> / 2) {
+                    // A few samples: dW (In x Out) += X dz^T as a sum of outer products, vectorised
+                    // along Out with dz transposed to n x Out (short dot products along the samples
+                    // would each end in a horizontal sum).
+                    T* dzt = aux + z_size * n;
+                    scatter_transpose(dy, Out, n, dzt);
+                    gemm_nn<Identity, Init::accumulate>(in_size, Out, n, x, static_cast<std::ptrdiff_t>(n), 1, dzt,
+                                                        Out, gw, Out);
+                } else {
+                    // dW[i, o] += sum_s x[i, s] dz[o, s]
+                    gemm_nt(in_size, Out, n, x, n, dy, n, gw, Out);
+                }
                 if constexpr (Bias) row_sums_add(Out, n, dy, n, g + num_weights);
                 // dX (In x n) = W^T dZ, W^T(i, o) = w[i * Out + o]
                 if (dx) gemm_nn<Identity, Init::zero>(in_size, n, Out, w, Out, 1, dy, n, dx, n);

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "chainlet/kernels/simd.hpp"
 #include "chainlet/memory.hpp"
 
 namespace chainlet {
@@ -40,15 +41,22 @@ public:
         const T c1 = T(1) / (T(1) - static_cast<T>(std::pow(static_cast<double>(b1_), static_cast<double>(t_))));
         const T c2 = T(1) / (T(1) - static_cast<T>(std::pow(static_cast<double>(b2_), static_cast<double>(t_))));
         const T decay = T(1) - lr_ * wd_;
-        T* __restrict pp = p.data();
-        const T* __restrict gg = g.data();
-        T* __restrict m = m_.data();
-        T* __restrict v = v_.data();
-        for (std::size_t i = 0, n = p.size(); i < n; ++i) {
-            m[i] = b1_ * m[i] + (1 - b1_) * gg[i];
-            v[i] = b2_ * v[i] + (1 - b2_) * gg[i] * gg[i];
-            pp[i] = pp[i] * decay - lr_ * (m[i] * c1) / (std::sqrt(v[i] * c2) + eps_);
-        }
+        // One body for the vector loop and the scalar tail (the compiler does not vectorise std::sqrt
+        // while it may set errno).
+        auto update = [&]<class V>(std::size_t i) {
+            const V gi = simd::loadv<V>(&g[i]);
+            const V m = V(b1_) * simd::loadv<V>(&m_[i]) + V(1 - b1_) * gi;
+            const V v = V(b2_) * simd::loadv<V>(&v_[i]) + V(1 - b2_) * gi * gi;
+            simd::storev(&m_[i], m);
+            simd::storev(&v_[i], v);
+            const V step = V(lr_) * (m * V(c1)) / (simd::sqrt(v * V(c2)) + V(eps_));
+            simd::storev(&p[i], simd::loadv<V>(&p[i]) * V(decay) - step);
+        };
+        constexpr std::size_t W = simd::width<T>;
+        std::size_t i = 0;
+        if constexpr (simd::enabled)
+            for (const std::size_t end = p.size() - p.size() % W; i < end; i += W) update.template operator()<simd::vec<T>>(i);
+        for (; i < p.size(); ++i) update.template operator()<T>(i);
     }
 
     T learning_rate() const { return lr_; }
