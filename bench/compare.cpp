@@ -252,15 +252,23 @@ int main(int argc, char** argv) {
                                         nn::Linear(120, 84), nn::ReLU(), nn::Linear(84, 10));
             torch::optim::Adam topt(model->parameters(), torch::optim::AdamOptions(3e-4));
             Adam opt(3e-4f);
-            FitOptions o;
-            o.epochs = 1;
-            o.batch = batch;
-            o.shuffle = false;
-            o.threads = t;
+            Workspace<LeNet5, float> train_ws;
+            std::vector<float> g(LeNet5::num_params);
             const std::string images = quick ? "8192 images" : "60k images";
+            // The steps fit() runs, with the workspace and optimiser kept from epoch to epoch (as the
+            // LibTorch model and optimiser are).
             rows.push_back(compare(
                 "LeNet5 train epoch, " + images + ", batch 2048", t, 2.0 * lenet_train_macs * static_cast<double>(n),
-                {[] {}, [&] { fit<LeNet5>(p, SoftmaxCrossEntropy{}, x, y, opt, o); }},
+                {[&] { train_ws.reserve(batch, t); opt.init(p.size()); },
+                 [&] {
+                     for (std::size_t b0 = 0; b0 < n; b0 += batch) {
+                         const std::size_t m = std::min(batch, n - b0);
+                         value_and_gradient<LeNet5>(train_ws, p, g, std::span<const float>(x).subspan(b0 * 784, m * 784),
+                                                    std::span<const std::int32_t>(y).subspan(b0, m),
+                                                    SoftmaxCrossEntropy{}, t);
+                         opt.step(p, g);
+                     }
+                 }},
                 {[] {},
                  [&] {
                      for (std::size_t b0 = 0; b0 < n; b0 += batch) {

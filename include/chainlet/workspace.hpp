@@ -1,10 +1,11 @@
 // Workspace<Net, T>: every buffer a forward pass, a gradient or a prediction needs, allocated once.
 //
 // A batch is cut into chunks of `chunk` samples (a constant of the chain and the element type, sized
-// so a chunk's activations stay in the L2 cache). Chunks run on OpenMP threads, each on its thread's
-// scratch; chunk c writes its own partial gradient, and the partials are added in chunk order. The
-// chunking and the order of every sum depend on the batch alone, never on the thread count, so the
-// same inputs give the same bits with any number of threads.
+// so a chunk's activations stay in the L2 cache), and the chunks into at most 32 groups of consecutive
+// chunks. Groups run on OpenMP threads, each on its thread's scratch; a group adds its chunks' gradients
+// in order into its own partial gradient, and the partials are added in group order. The chunking,
+// the grouping and the order of every sum depend on the batch size alone, never on the thread count,
+// so the same inputs give the same bits with any number of threads.
 //
 // A workspace is not shared between concurrent callers; each thread that calls the library brings its
 // own (the convenience functions in train.hpp keep one per thread).
@@ -55,8 +56,10 @@ public:
         }());
     // Samples per chunk: about 256 KiB of activations, a multiple of 16, between 16 and 512.
     static constexpr std::size_t chunk = std::clamp<std::size_t>((256 * 1024 / bytes_per_sample) / 16 * 16, 16, 512);
-    // At most this many chunks hold a partial gradient at once; larger batches run in waves.
-    static constexpr std::size_t max_wave = 64;
+    // A batch's chunks are split into at most this many groups of consecutive chunks; each group is
+    // one unit of parallel work with one partial gradient (fewer partials: less memory traffic to zero
+    // and add them; enough of them to keep 32 threads busy).
+    static constexpr std::size_t max_groups = 32;
 
     Workspace() = default;
     explicit Workspace(std::size_t batch, int threads = 0) { reserve(batch, threads); }
@@ -68,11 +71,15 @@ public:
         const std::size_t per_chunk = std::min(std::max<std::size_t>(batch, 1), chunk);
         if (scratch_.size() < static_cast<std::size_t>(threads)) scratch_.resize(static_cast<std::size_t>(threads));
         for (auto& s : scratch_) s.reserve(per_chunk);
-        const std::size_t chunks = std::min(num_chunks(batch), max_wave);
-        if (chunks > 1 && partial_.size() < chunks * Net::num_params) partial_.resize(chunks * Net::num_params);
+        const std::size_t groups = num_groups(batch);
+        if (groups > 1 && partial_.size() < groups * Net::num_params) partial_.resize(groups * Net::num_params);
     }
 
     static std::size_t num_chunks(std::size_t n) { return (n + chunk - 1) / chunk; }
+    static std::size_t chunks_per_group(std::size_t n) { return (num_chunks(n) + max_groups - 1) / max_groups; }
+    static std::size_t num_groups(std::size_t n) {
+        return (num_chunks(n) + chunks_per_group(n) - 1) / std::max<std::size_t>(chunks_per_group(n), 1);
+    }
 
     // Mean loss over the n samples and its gradient, written to g (overwritten, not accumulated).
     // x: n rows of Net::in_size, y: n rows of the loss's targets, both sample-major; row s of the batch
@@ -101,24 +108,26 @@ public:
         };
         std::fill_n(g, Net::num_params, T(0));
         if (chunks == 1) return run_chunk(0, 0, g) * scale;
+        // Group i holds chunks [i * per, (i + 1) * per) and sums them in order into its partial; the
+        // partials are then added into g in group order. Both orders depend on n only.
+        const std::size_t per = chunks_per_group(n), groups = num_groups(n);
+        T losses[max_groups];
+        parallel_for(groups, threads, [&](std::size_t i, int tid) {
+            T* gi = partial_.data() + i * Net::num_params;
+            std::fill_n(gi, Net::num_params, T(0));
+            T l = 0;
+            for (std::size_t c = i * per; c < std::min(chunks, (i + 1) * per); ++c) l += run_chunk(c, tid, gi);
+            losses[i] = l;
+        });
         T total = 0;
-        T losses[max_wave];
-        for (std::size_t w0 = 0; w0 < chunks; w0 += max_wave) {
-            const std::size_t wn = std::min(max_wave, chunks - w0);
-            parallel_for(wn, threads, [&](std::size_t i, int tid) {
-                T* gc = partial_.data() + i * Net::num_params;
-                std::fill_n(gc, Net::num_params, T(0));
-                losses[i] = run_chunk(w0 + i, tid, gc);
-            });
-            for (std::size_t i = 0; i < wn; ++i) total += losses[i];
-            // g += partial_0 + partial_1 + ... in chunk order, split across threads by parameter blocks.
-            constexpr std::size_t block = 4096;
-            const std::size_t blocks = (Net::num_params + block - 1) / block;
-            parallel_for(blocks, threads, [&](std::size_t b, int) {
-                const std::size_t j0 = b * block, len = std::min(block, Net::num_params - j0);
-                for (std::size_t i = 0; i < wn; ++i) kernels::add_to(g + j0, partial_.data() + i * Net::num_params + j0, len);
-            });
-        }
+        for (std::size_t i = 0; i < groups; ++i) total += losses[i];
+        // g = partial_0 + partial_1 + ..., split across threads by parameter blocks.
+        constexpr std::size_t block = 4096;
+        const std::size_t blocks = (Net::num_params + block - 1) / block;
+        parallel_for(blocks, threads, [&](std::size_t b, int) {
+            const std::size_t j0 = b * block, len = std::min(block, Net::num_params - j0);
+            for (std::size_t i = 0; i < groups; ++i) kernels::add_to(g + j0, partial_.data() + i * Net::num_params + j0, len);
+        });
         return total * scale;
     }
 
