@@ -99,7 +99,7 @@ Row compare(const std::string& name, int threads, double flops, Side ours, Side 
         b.push_back(tb.run(theirs.step, target));
     }
     Row row{name, threads, flops, median(a), median(b)};
-    std::printf("%-34s %3d  %12.3f us %12.3f us  %8.1fx", name.c_str(), threads, 1e6 * row.chainlet_s,
+    std::printf("%-46s %3d  %12.3f us %12.3f us  %8.1fx", name.c_str(), threads, 1e6 * row.chainlet_s,
                 1e6 * row.libtorch_s, row.libtorch_s / row.chainlet_s);
     if (flops > 0) std::printf("  %7.1f GFLOP/s", flops / row.chainlet_s / 1e9);
     std::printf("\n");
@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
         peaks.emplace_back(t, peak);
         std::printf("fp32 FMA peak, %d thread(s): %.1f GFLOP/s\n", t, peak);
     }
-    std::printf("%-34s %3s  %15s %15s  %9s\n", "workload", "thr", "chainlet", "libtorch", "ratio");
+    std::printf("%-46s %3s  %15s %15s  %9s\n", "workload", "thr", "chainlet", "libtorch", "ratio");
 
     std::vector<Row> rows;
     // 1. Tiny MLP, full-batch training step on 10,000 samples, Adam(1e-3).
@@ -296,20 +296,20 @@ int main(int argc, char** argv) {
 
     if (!json.empty()) {
         std::ofstream out(json);
-        out << "[\n";
+        out << "{\n \"cpu\": \"" << cpu_model() << "\",\n \"simd\": \"" << simd::arch_name
+            << "\",\n \"threads\": " << max_threads << ",\n \"libtorch\": \"" << TORCH_VERSION
+            << "\",\n \"compiler\": \"g++ " << __VERSION__ << "\",\n \"quick\": " << (quick ? "true" : "false")
+            << ",\n \"peak_gflops\": {";
+        for (std::size_t i = 0; i < peaks.size(); ++i)
+            out << (i ? ", " : "") << "\"" << peaks[i].first << "\": " << peaks[i].second;
+        out << "},\n \"rows\": [\n";
         for (std::size_t i = 0; i < rows.size(); ++i) {
             const Row& r = rows[i];
-            double peak = 0;
-            for (auto [t, pk] : peaks)
-                if (t == r.threads) peak = pk;
-            const double gf = r.flops > 0 ? r.flops / r.chainlet_s / 1e9 : 0;
             out << "  {\"workload\": \"" << r.workload << "\", \"threads\": " << r.threads
                 << ", \"chainlet_seconds\": " << r.chainlet_s << ", \"libtorch_seconds\": " << r.libtorch_s
-                << ", \"ratio_libtorch\": " << r.libtorch_s / r.chainlet_s << ", \"gflops\": " << gf
-                << ", \"peak_gflops\": " << peak << ", \"peak_fraction\": " << (peak > 0 ? gf / peak : 0) << "}"
-                << (i + 1 < rows.size() ? ",\n" : "\n");
+                << ", \"flops\": " << r.flops << "}" << (i + 1 < rows.size() ? ",\n" : "\n");
         }
-        out << "]\n";
+        out << " ]\n}\n";
     }
     return 0;
 }
