@@ -1,6 +1,8 @@
 // The fp32 fused multiply-add peak of this machine, measured: every thread runs 16 independent chains
 // of vector FMAs (enough to cover the FMA latency on the units of this machine kind), so the only
 // limit is FMA throughput. The benchmarks state achieved GFLOP/s as a fraction of this figure.
+// The best of several short repeats is kept: a repeat that shares a core with a neighbour's burst
+// reads low (once 116 instead of 230 GFLOP/s on 2 threads), and a peak is a best case by definition.
 #pragma once
 
 #include <chrono>
@@ -10,7 +12,7 @@
 
 namespace bench {
 
-inline double fma_peak_gflops(int threads, long iterations = 20'000'000) {
+inline double fma_peak_once(int threads, long iterations) {
     using V = chainlet::simd::vec<float>;
     constexpr int chains = 16;
     const auto t0 = std::chrono::steady_clock::now();
@@ -32,6 +34,15 @@ inline double fma_peak_gflops(int threads, long iterations = 20'000'000) {
     (void)keep;
     return 2.0 * chains * static_cast<double>(chainlet::simd::width<float>) *
            static_cast<double>(iterations / threads * threads) / secs / 1e9;
+}
+
+inline double fma_peak_gflops(int threads, long iterations = 20'000'000, int repeats = 5) {
+    double best = 0;
+    for (int r = 0; r < repeats; ++r) {
+        const double g = fma_peak_once(threads, iterations);
+        best = g > best ? g : best;
+    }
+    return best;
 }
 
 }  // namespace bench

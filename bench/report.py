@@ -84,7 +84,8 @@ def main():
         + ", ".join(f"{v:.0f} GFLOP/s on {k} thread(s)" for k, v in ours["peak_gflops"].items()),
         f"* {ours['compiler']}; LibTorch {ours['libtorch']} (Debian libtorch-dev {package_version('libtorch-dev')}); "
         f"PyTorch {py.get('pytorch', 'not run')} (python3-torch) with OpenBLAS "
-        f"(libopenblas0-openmp {package_version('libopenblas0-openmp')}); xsimd {package_version('libxsimd-dev')}",
+        f"(libopenblas0-openmp {package_version('libopenblas0-openmp')}; BLAS mapped into the PyTorch process: "
+        f"`{py.get('blas', 'unknown')}`); xsimd {package_version('libxsimd-dev')}",
         f"* {platform.platform()}",
         "",
         "## Results",

@@ -59,6 +59,15 @@ def lenet5():
                          nn.ReLU(), nn.Linear(84, 10))
 
 
+def blas_library():
+    """The BLAS this process really uses: Debian's torch links the generic libblas.so.3, which the
+    alternatives system points at OpenBLAS (or at the slow reference BLAS when OpenBLAS is missing)."""
+    torch.randn(64, 64) @ torch.randn(64, 64)
+    with open("/proc/self/maps") as f:
+        libs = {line.split()[-1] for line in f if "blas" in line}
+    return ", ".join(sorted(os.path.realpath(l) for l in libs)) or "none mapped"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -69,7 +78,7 @@ def main():
     thread_counts = [1] + ([a.threads] if a.threads > 1 else [])
     torch.manual_seed(0)
     rows = []
-    print(f"pytorch {torch.__version__}, BLAS: {torch.__config__.show().count('OpenBLAS') and 'OpenBLAS' or 'other'}")
+    print(f"pytorch {torch.__version__}, BLAS: {blas_library()}")
 
     # 1. tiny MLP, full-batch Adam step on 10,000 samples
     x, y = torch.randn(10000, 4), torch.randn(10000, 4)
@@ -94,15 +103,14 @@ def main():
     def forward_pullback():
         model.zero_grad()
         F.mse_loss(model(x1), y1).backward()
-    measure("tiny MLP forward, 1 sample", 1, forward, rounds, target, rows)
-    measure("tiny MLP forward+pullback, 1 sample", 1, forward_pullback, rounds, target, rows)
+    for t in thread_counts:
+        measure("tiny MLP forward, 1 sample", t, forward, rounds, target, rows)
+        measure("tiny MLP forward+pullback, 1 sample", t, forward_pullback, rounds, target, rows)
 
     # 3. wide MLP 2 -> 64 -> 64 -> 2, Adam step at batch 1, 32, 256
     for n in (1, 32, 256):
         xw, yw = torch.randn(n, 2), torch.randn(n, 2)
         for t in thread_counts:
-            if n < 256 and t > 1:
-                continue
             model = mlp([2, 64, 64, 2])
             opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
@@ -134,7 +142,7 @@ def main():
         measure("LeNet5 inference, 10k images", t, infer, rounds, target, rows)
 
     with open(a.json, "w") as f:
-        json.dump({"pytorch": torch.__version__, "rows": rows}, f, indent=1)
+        json.dump({"pytorch": torch.__version__, "blas": blas_library(), "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
