@@ -42,7 +42,7 @@ std::pair<Mat<T>, Mat<T>> make_data(Eigen::Index n) {
 
 }  // namespace
 
-TEST_CASE("Eigen: as_span views the object's own storage; wrong layouts are rejected", "[eigen]") {
+TEST_CASE("Eigen: as_span views the object's own storage, wrong layouts are rejected", "[eigen]") {
     Mat<double> m(3, 5);
     const auto s = as_span(m);
     STATIC_REQUIRE(std::is_same_v<decltype(s), const std::span<double>>);

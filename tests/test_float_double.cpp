@@ -188,7 +188,7 @@ std::pair<double, std::vector<double>> fit_double(Opt opt, int threads) {
 }
 }  // namespace
 
-TEST_CASE("fit in double: every optimiser lowers the loss; same bits on 1 and 2 threads", "[float][double][fit]") {
+TEST_CASE("fit in double: every optimiser lowers the loss, same bits on 1 and 2 threads", "[float][double][fit]") {
     const auto [sgd, p_sgd] = fit_double(SGD<double>(0.05, 0.9), 1);
     const auto [adam, p_adam] = fit_double(Adam<double>(1e-2), 1);
     const auto [adamw, p_adamw] = fit_double(AdamW<double>(1e-2, 1e-2), 1);
