@@ -57,7 +57,7 @@ TEST_CASE("fit: the same seed gives the same bits, on 1 or 2 threads", "[fit][pa
     REQUIRE(a == c);
 }
 
-TEST_CASE("fit: a non-finite loss stops training and names the step; p is left finite", "[fit][errors]") {
+TEST_CASE("fit: a non-finite loss stops training and names the step, p is left finite", "[fit][errors]") {
     auto d = make_data(256);
     d.x[2 * 200] = std::numeric_limits<float>::quiet_NaN();
     std::vector<float> p(Net::num_params);

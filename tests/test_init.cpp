@@ -9,7 +9,7 @@
 using namespace chainlet;
 using Net = Chain<Input<200>, Dense<300, Tanh>, DenseNoBias<100>>;
 
-TEST_CASE("init_params: same seed, same parameters; other seed, other parameters", "[init]") {
+TEST_CASE("init_params: same seed, same parameters, other seed, other parameters", "[init]") {
     std::vector<float> a(Net::num_params), b(Net::num_params), c(Net::num_params);
     init_params<Net>(a, 42);
     init_params<Net>(b, 42);

@@ -69,7 +69,7 @@ TEST_CASE("LeNet5: sampled parameter gradients match finite differences (double)
     REQUIRE(worst < 1e-6);
 }
 
-TEST_CASE("LeNet5: many chunks on 2 threads give the per-sample gradients' mean; same bits on 1 and 3 threads",
+TEST_CASE("LeNet5: many chunks on 2 threads give the per-sample gradients' mean, same bits on 1 and 3 threads",
           "[lenet5][parallel]") {
     const std::size_t n = 3 * Workspace<LeNet5, float>::chunk + 5;
     std::vector<float> p(LeNet5::num_params), g1(p.size()), g2(p.size()), g3(p.size()), gs(p.size());

@@ -48,7 +48,7 @@ void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::fre
 using namespace chainlet;
 using Tiny = Chain<Input<4>, Dense<32, Tanh>, Dense<16, Tanh>, Dense<4>>;
 
-TEST_CASE("a training step allocates nothing: 1 sample; one chunk; many chunks on 2 threads", "[alloc]") {
+TEST_CASE("a training step allocates nothing: 1 sample, one chunk, many chunks on 2 threads", "[alloc]") {
     for (std::size_t n : {std::size_t(1), std::size_t(300), std::size_t(10000)}) {
         std::vector<float> p(Tiny::num_params), g(Tiny::num_params);
         init_params<Tiny>(p, 1);
