@@ -39,29 +39,10 @@ public:
 
     // Room for up to max(max_samples, Net::out_size) samples: the Jacobian pulls back out_size rows
     // at once (see jacobian()).
-    explicit PullbackWorkspace(std::size_t max_samples) : capacity_(std::max<std::size_t>({max_samples, Net::out_size, 1})) {
-        std::size_t total = 2 * round_up16(Net::max_width * capacity_);
-        for (auto w : Net::width) total += round_up16(w * capacity_);
-        for (auto a : Net::layer_aux) total += round_up16(a * capacity_);
-        buf_.assign(total, T(0));
-        T* q = buf_.data();
-        for (std::size_t i = 0; i <= Net::num_layers; ++i) {
-            act_[i] = q;
-            q += round_up16(Net::width[i] * capacity_);
-        }
-        for (std::size_t i = 0; i < Net::num_layers; ++i) {
-            aux_[i] = q;
-            q += round_up16(Net::layer_aux[i] * capacity_);
-        }
-        d0_ = q;
-        d1_ = q + round_up16(Net::max_width * capacity_);
-        sink_.assign(Net::num_params, T(0));
+    explicit PullbackWorkspace(std::size_t max_samples)
+        : capacity_(std::max<std::size_t>({max_samples, Net::out_size, 1})), sink_(Net::num_params, T(0)) {
+        b_.reserve(capacity_);
     }
-    // The buffer pointers point into buf_, whose storage a move keeps and a copy would not share.
-    PullbackWorkspace(const PullbackWorkspace&) = delete;
-    PullbackWorkspace& operator=(const PullbackWorkspace&) = delete;
-    PullbackWorkspace(PullbackWorkspace&&) noexcept = default;
-    PullbackWorkspace& operator=(PullbackWorkspace&&) noexcept = default;
 
     // Most samples one call takes.
     std::size_t capacity() const { return capacity_; }
@@ -72,16 +53,16 @@ public:
     // leaves the outputs in the workspace only.
     void forward(const T* p, const T* x, T* y, std::size_t n) {
         recorded_ = 0;  // nothing valid if a kernel throws half-way
-        kernels::gather_transpose(x, Net::in_size, nullptr, n, act_[0]);
-        Net::forward(p, act_.data(), aux_.data(), n);
-        if (y) kernels::scatter_transpose(act_[Net::num_layers], Net::out_size, n, y);
+        kernels::gather_transpose(x, Net::in_size, nullptr, n, b_.act[0]);
+        Net::forward(p, b_.act.data(), b_.aux.data(), n);
+        if (y) kernels::scatter_transpose(b_.act[Net::num_layers], Net::out_size, n, y);
         recorded_ = n;
     }
 
     void pullback(const T* p, const T* dy, T* dx, T* g) {
         const std::size_t n = recorded_;
-        kernels::gather_transpose(dy, Net::out_size, nullptr, n, d0_);  // the layers clobber dy: copy it in
-        const T* dx_fm = Net::pullback(p, g, act_.data(), aux_.data(), d0_, d1_, n, true);
+        kernels::gather_transpose(dy, Net::out_size, nullptr, n, b_.d0);  // the layers clobber dy: copy it in
+        const T* dx_fm = Net::pullback(p, g, b_.act.data(), b_.aux.data(), b_.d0, b_.d1, n, true);
         kernels::scatter_transpose(dx_fm, Net::in_size, n, dx);
     }
 
@@ -92,12 +73,12 @@ public:
     void jacobian(const T* p, const T* x, T* J) {
         constexpr std::size_t m = Net::out_size;
         recorded_ = 0;
-        for (std::size_t f = 0; f < Net::in_size; ++f) std::fill_n(act_[0] + f * m, m, x[f]);
-        Net::forward(p, act_.data(), aux_.data(), m);
-        std::fill_n(d0_, m * m, T(0));
-        for (std::size_t i = 0; i < m; ++i) d0_[i * m + i] = T(1);  // feature i of sample i
+        for (std::size_t f = 0; f < Net::in_size; ++f) std::fill_n(b_.act[0] + f * m, m, x[f]);
+        Net::forward(p, b_.act.data(), b_.aux.data(), m);
+        std::fill_n(b_.d0, m * m, T(0));
+        for (std::size_t i = 0; i < m; ++i) b_.d0[i * m + i] = T(1);  // feature i of sample i
         std::fill(sink_.begin(), sink_.end(), T(0));                  // the parameter cotangent is not wanted
-        const T* dx_fm = Net::pullback(p, sink_.data(), act_.data(), aux_.data(), d0_, d1_, m, true);
+        const T* dx_fm = Net::pullback(p, sink_.data(), b_.act.data(), b_.aux.data(), b_.d0, b_.d1, m, true);
         // dx_fm[j * m + i] = d y_i / d x_j  ->  J[i * in_size + j]
         kernels::scatter_transpose(dx_fm, Net::in_size, m, J);
     }
@@ -105,12 +86,8 @@ public:
 private:
     std::size_t capacity_;
     std::size_t recorded_ = 0;
-    aligned_vector<T> buf_;
-    aligned_vector<T> sink_;
-    std::array<T*, Net::num_layers + 1> act_{};
-    std::array<T*, Net::num_layers> aux_{};
-    T* d0_ = nullptr;
-    T* d1_ = nullptr;
+    detail::ChainBuffers<Net, T> b_;  // activations, aux storage and cotangent buffers (workspace.hpp)
+    aligned_vector<T> sink_;          // the parameter cotangent jacobian() discards
 };
 
 namespace detail {
@@ -118,6 +95,15 @@ namespace detail {
 template <class T, class R>
 void expect_type() {
     static_assert(std::is_same_v<value_t<R>, T>, "every buffer must have the workspace's element type");
+}
+
+// dy: n rows of out_size, dx: n rows of in_size, g: num_params.
+template <class Net, class DY, class DX, class G>
+void expect_cotangents(const char* where, std::size_t n, const DY& dy, const DX& dx, const G& g) {
+    expect_size(where, "the output cotangent dy (rows of the forward times out_size)", n * Net::out_size,
+                std::ranges::size(dy));
+    expect_size(where, "the input cotangent dx", n * Net::in_size, std::ranges::size(dx));
+    expect_size(where, "the parameter cotangent g", Net::num_params, std::ranges::size(g));
 }
 
 template <class Net, class T>
@@ -155,10 +141,7 @@ void pullback(PullbackWorkspace<Net, T>& ws, const P& p, const DY& dy, DX&& dx, 
     if (n == 0)
         throw std::runtime_error("pullback: the workspace holds no forward pass; call forward(ws, p, x, y) first");
     detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
-    detail::expect_size(where, "the output cotangent dy (rows of the last forward times out_size)",
-                        n * Net::out_size, std::ranges::size(dy));
-    detail::expect_size(where, "the input cotangent dx", n * Net::in_size, std::ranges::size(dx));
-    detail::expect_size(where, "the parameter cotangent g", Net::num_params, std::ranges::size(g));
+    detail::expect_cotangents<Net>(where, n, dy, dx, g);
     ws.pullback(std::ranges::data(p), std::ranges::data(dy), std::ranges::data(dx), std::ranges::data(g));
 }
 
@@ -170,10 +153,7 @@ void vjp(PullbackWorkspace<Net, T>& ws, const P& p, const X& x, const DY& dy, DX
     constexpr const char* where = "vjp";
     detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
     const std::size_t n = detail::pullback_rows(ws, where, std::ranges::size(x));
-    // checked before the forward so that a bad call changes nothing
-    detail::expect_size(where, "the output cotangent dy", n * Net::out_size, std::ranges::size(dy));
-    detail::expect_size(where, "the input cotangent dx", n * Net::in_size, std::ranges::size(dx));
-    detail::expect_size(where, "the parameter cotangent g", Net::num_params, std::ranges::size(g));
+    detail::expect_cotangents<Net>(where, n, dy, dx, g);  // before the forward: a bad call changes nothing
     ws.forward(std::ranges::data(p), std::ranges::data(x), nullptr, n);
     pullback(ws, p, dy, dx, g);
 }
