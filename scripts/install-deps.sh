@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(cmake ninja-build g++ make libeigen3-dev libxsimd-dev catch2 libbenchmark-dev zlib1g-dev
           dataset-fashion-mnist)
 packages+=(pkg-config)  # the installed-package test builds a program from `pkg-config --cflags --libs chainlet`
+packages+=(liblbfgs-dev)  # examples/neural_ode --optimizer lbfgs
 if [[ "${1:-}" == "--compare" ]]; then
   packages+=(libtorch-dev python3-torch libopenblas0-openmp python3-matplotlib)
 fi

@@ -2,49 +2,13 @@
 // workspace exists: every operator new in this program is counted.
 #include <catch2/catch.hpp>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
 #include <vector>
 
+#include "alloc_counter.hpp"
 #include "chainlet/chainlet.hpp"
 #include "support.hpp"
 
-namespace {
-std::atomic<long> allocations{0};
-}
-
-#if defined(__SANITIZE_ADDRESS__)
-// Under AddressSanitizer the global operators belong to the sanitizer; count through its allocation
-// hook instead, which sees every malloc and operator new.
-extern "C" int __sanitizer_install_malloc_and_free_hooks(void (*)(const volatile void*, std::size_t),
-                                                        void (*)(const volatile void*));
-namespace {
-void count_malloc(const volatile void*, std::size_t) { ++allocations; }
-void count_free(const volatile void*) {}
-const int hooks_installed = __sanitizer_install_malloc_and_free_hooks(count_malloc, count_free);
-}  // namespace
-#else
-void* operator new(std::size_t n) {
-    ++allocations;
-    if (void* p = std::malloc(n ? n : 1)) return p;
-    throw std::bad_alloc();
-}
-void* operator new(std::size_t n, std::align_val_t a) {
-    ++allocations;
-    const std::size_t al = static_cast<std::size_t>(a);
-    if (void* p = std::aligned_alloc(al, (n + al - 1) / al * al)) return p;
-    throw std::bad_alloc();
-}
-// operator new above takes its memory from malloc, so free is the matching release (GCC cannot see
-// that through the replaced operators and warns).
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-#endif
-
+using test::allocations;
 using namespace chainlet;
 using Tiny = Chain<Input<4>, Dense<32, Tanh>, Dense<16, Tanh>, Dense<4>>;
 

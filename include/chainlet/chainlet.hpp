@@ -11,6 +11,7 @@
 #include "chainlet/losses.hpp"
 #include "chainlet/optim/adam.hpp"
 #include "chainlet/optim/sgd.hpp"
+#include "chainlet/pullback.hpp"
 #include "chainlet/shape.hpp"
 #include "chainlet/train.hpp"
 #include "chainlet/workspace.hpp"

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -43,6 +44,50 @@ struct InputRows {
             kernels::gather_transpose(src, F, index, n, dst, [this](S v) { return static_cast<T>(v) * scale + offset; });
     }
 };
+
+namespace detail {
+
+// The buffers of a forward pass and its pullback for up to `capacity` samples, carved from one
+// allocation: the activations at every layer boundary (act[0] the input), each layer's aux storage,
+// and two cotangent buffers d0, d1 of max_width per sample. Moves keep the pointers valid (the storage
+// moves with buf); copies would not, so there are none.
+template <class Net, class T>
+struct ChainBuffers {
+    aligned_vector<T> buf;
+    std::array<T*, Net::num_layers + 1> act{};
+    std::array<T*, Net::num_layers> aux{};
+    T* d0 = nullptr;
+    T* d1 = nullptr;
+    std::size_t capacity = 0;
+
+    ChainBuffers() = default;
+    ChainBuffers(const ChainBuffers&) = delete;
+    ChainBuffers& operator=(const ChainBuffers&) = delete;
+    ChainBuffers(ChainBuffers&&) noexcept = default;
+    ChainBuffers& operator=(ChainBuffers&&) noexcept = default;
+
+    void reserve(std::size_t m) {
+        if (m <= capacity) return;
+        std::size_t total = 2 * round_up16(Net::max_width * m);
+        for (auto w : Net::width) total += round_up16(w * m);
+        for (auto a : Net::layer_aux) total += round_up16(a * m);
+        buf.assign(total, T(0));
+        T* q = buf.data();
+        for (std::size_t i = 0; i <= Net::num_layers; ++i) {
+            act[i] = q;
+            q += round_up16(Net::width[i] * m);
+        }
+        for (std::size_t i = 0; i < Net::num_layers; ++i) {
+            aux[i] = q;
+            q += round_up16(Net::layer_aux[i] * m);
+        }
+        d0 = q;
+        d1 = q + round_up16(Net::max_width * m);
+        capacity = m;
+    }
+};
+
+}  // namespace detail
 
 template <class Net, class T>
 class Workspace {
@@ -93,6 +138,9 @@ public:
         reserve(n, threads);
         const std::size_t chunks = num_chunks(n);
         const std::size_t tps = L::targets_per_sample(Net::out_size);
+        // Every thread's target buffer now, not when the thread first gets a chunk: a thread that got no
+        // chunk in the first call would otherwise allocate in a later one.
+        for (int t = 0; t < threads; ++t) scratch_[static_cast<std::size_t>(t)].template targets<target_t>(tps * chunk);
         const T scale = T(1) / static_cast<T>(n);
         auto run_chunk = [&](std::size_t c, int tid, T* gc) {
             Scratch& s = scratch_[static_cast<std::size_t>(tid)];
@@ -147,36 +195,10 @@ public:
     }
 
 private:
-    // One thread's buffers for one chunk: activations at every layer boundary, layer aux storage,
-    // two cotangent buffers, and the chunk's targets.
-    struct Scratch {
-        aligned_vector<T> buf;
+    // One thread's buffers for one chunk (see detail::ChainBuffers) and the chunk's targets.
+    struct Scratch : detail::ChainBuffers<Net, T> {
         aligned_vector<std::byte> target_buf;
-        std::vector<T*> act = std::vector<T*>(Net::num_layers + 1);
-        std::vector<T*> aux = std::vector<T*>(Net::num_layers);
-        T* d0 = nullptr;
-        T* d1 = nullptr;
-        std::size_t capacity = 0;
 
-        void reserve(std::size_t m) {
-            if (m <= capacity) return;
-            std::size_t total = 2 * round_up16(Net::max_width * m);
-            for (auto w : Net::width) total += round_up16(w * m);
-            for (auto a : Net::layer_aux) total += round_up16(a * m);
-            buf.assign(total, T(0));
-            T* q = buf.data();
-            for (std::size_t i = 0; i <= Net::num_layers; ++i) {
-                act[i] = q;
-                q += round_up16(Net::width[i] * m);
-            }
-            for (std::size_t i = 0; i < Net::num_layers; ++i) {
-                aux[i] = q;
-                q += round_up16(Net::layer_aux[i] * m);
-            }
-            d0 = q;
-            d1 = q + round_up16(Net::max_width * m);
-            capacity = m;
-        }
         template <class U>
         U* targets(std::size_t count) {
             if (target_buf.size() < count * sizeof(U)) target_buf.resize(count * sizeof(U));
