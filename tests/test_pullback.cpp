@@ -128,7 +128,7 @@ TEST_CASE("pullback accumulates into g, overwrites dx, and can be repeated on on
     for (std::size_t i = 0; i < dx.size(); ++i) CHECK(dx2[i] == 2 * dx_once[i]);
 }
 
-TEST_CASE("pullback needs a recorded forward; jacobian clears it", "[pullback]") {
+TEST_CASE("pullback needs a recorded forward, and jacobian clears it", "[pullback]") {
     const auto p = test::random_vector(DenseNet::num_params, 61, 0.5);
     const auto x = test::random_vector(DenseNet::in_size, 62);
     PullbackWorkspace<DenseNet, double> ws(4);
