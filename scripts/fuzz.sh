@@ -15,6 +15,7 @@ fi
 name=$1 seconds=$2
 shift 2
 [[ -f fuzz/$name.cpp ]] || { echo "error: fuzz/$name.cpp: no such fuzz target" >&2; exit 2; }
+scripts/install-deps.sh --fuzz > /dev/null
 cxx=${CXX_FUZZ:-clang++}
 mkdir -p build-fuzz/"$name"-corpus build-fuzz/"$name"-artifacts
 # The library sources are compiled once per target with the fuzzer's instrumentation.
