@@ -94,6 +94,10 @@ public:
         const std::size_t chunks = num_chunks(n);
         const std::size_t tps = L::targets_per_sample(Net::out_size);
         const T scale = T(1) / static_cast<T>(n);
+        // Every thread's target buffer, sized here rather than on a thread's first chunk: with dynamic
+        // scheduling a thread may get no chunk in the first calls and would allocate in a later one.
+        for (std::size_t t = 0; t < static_cast<std::size_t>(threads); ++t)
+            scratch_[t].template targets<target_t>(tps * chunk);
         auto run_chunk = [&](std::size_t c, int tid, T* gc) {
             Scratch& s = scratch_[static_cast<std::size_t>(tid)];
             const std::size_t s0 = c * chunk, m = std::min(chunk, n - s0);
