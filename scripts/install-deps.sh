@@ -2,6 +2,7 @@
 # Installs everything chainlet builds, tests, trains and benchmarks with, from Debian/Ubuntu packages.
 #   scripts/install-deps.sh            build + tests + examples (+ the Fashion-MNIST data set)
 #   scripts/install-deps.sh --compare  also LibTorch, PyTorch and OpenBLAS for the side-by-side benchmarks
+#   scripts/install-deps.sh --sanitize / --fuzz  also clang, its sanitizer and libFuzzer runtimes, libomp
 set -euo pipefail
 
 packages=(cmake ninja-build g++ make libeigen3-dev libxsimd-dev catch2 libbenchmark-dev zlib1g-dev
@@ -11,6 +12,14 @@ packages+=(liblbfgs-dev)  # examples/neural_ode --optimizer lbfgs
 if [[ "${1:-}" == "--compare" ]]; then
   packages+=(libtorch-dev python3-torch libopenblas0-openmp python3-matplotlib)
 fi
+# --sanitize: clang's ThreadSanitizer runtime and LLVM's OpenMP with its Archer tool (scripts/sanitize.sh);
+# --fuzz: clang with libFuzzer (scripts/fuzz.sh). Both come from libclang-rt-14-dev.
+for arg in "$@"; do
+  case $arg in
+    --sanitize) packages+=(clang libclang-rt-14-dev libomp-dev) ;;
+    --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+  esac
+done
 
 sudo=""
 if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi

@@ -2,74 +2,140 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
-#include <memory>
+#include <fstream>
+#include <iterator>
 #include <utility>
 
 namespace chainlet {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) { throw IdxError(path + ": " + what); }
+[[noreturn]] void fail(const std::string& name, const std::string& what) { throw IdxError(name + ": " + what); }
 
-struct GzCloser {
-    void operator()(gzFile f) const { gzclose(f); }
+// The decoded bytes of an IDX file held in memory: the bytes themselves (raw), or the output of one or
+// more concatenated gzip members (as gzip and zlib's gzread accept them).
+class Decoder {
+public:
+    Decoder(std::span<const std::uint8_t> bytes, const std::string& name) : in_(bytes), name_(name) {
+        gzip_ = in_.size() >= 2 && in_[0] == 0x1f && in_[1] == 0x8b;
+        if (gzip_ && inflateInit2(&z_, 15 + 16) != Z_OK) fail(name_, "cannot start the gzip decoder");
+    }
+    ~Decoder() {
+        if (gzip_) inflateEnd(&z_);
+    }
+    Decoder(const Decoder&) = delete;
+    Decoder& operator=(const Decoder&) = delete;
+
+    // Decodes up to `size` bytes into out; fewer only at the end of the data.
+    std::size_t read(std::uint8_t* out, std::size_t size) {
+        if (!gzip_) {
+            const std::size_t r = std::min(size, in_.size() - pos_);
+            if (r) std::memcpy(out, in_.data() + pos_, r);
+            pos_ += r;
+            return r;
+        }
+        std::size_t got = 0;
+        while (got < size && pos_ < in_.size()) {
+            if (member_done_) {
+                // Another gzip member may follow; anything else after a member is damage.
+                if (in_.size() - pos_ < 2 || in_[pos_] != 0x1f || in_[pos_ + 1] != 0x8b)
+                    fail(name_, "corrupt gzip data (" + std::to_string(in_.size() - pos_) +
+                                    " bytes after the end of the compressed stream)");
+                inflateReset(&z_);
+                member_done_ = false;
+            }
+            // zlib counts in 32-bit unsigned; feed at most 1 GiB at a time.
+            const std::size_t in_chunk = std::min<std::size_t>(in_.size() - pos_, 1u << 30);
+            const std::size_t out_chunk = std::min<std::size_t>(size - got, 1u << 30);
+            z_.next_in = const_cast<Bytef*>(in_.data() + pos_);
+            z_.avail_in = static_cast<uInt>(in_chunk);
+            z_.next_out = out + got;
+            z_.avail_out = static_cast<uInt>(out_chunk);
+            const int r = inflate(&z_, Z_NO_FLUSH);
+            pos_ += in_chunk - z_.avail_in;
+            got += out_chunk - z_.avail_out;
+            if (r == Z_STREAM_END) {
+                member_done_ = true;
+            } else if (r != Z_OK) {
+                if (r == Z_BUF_ERROR && z_.avail_in == 0) break;  // the input ended inside a member
+                fail(name_, std::string("corrupt gzip data (") + (z_.msg ? z_.msg : "zlib error " + std::to_string(r)) + ")");
+            }
+        }
+        if (got < size && !member_done_)
+            fail(name_, "truncated gzip data (the compressed stream ends early)");
+        return got;
+    }
+
+private:
+    std::span<const std::uint8_t> in_;
+    const std::string& name_;
+    std::size_t pos_ = 0;
+    bool gzip_ = false, member_done_ = false;
+    z_stream z_{};
 };
 
 // Reads exactly `size` bytes; the caller says what they were meant to be for the error message.
-void read_exact(gzFile f, const std::string& path, void* out, std::size_t size, const char* what) {
-    auto* p = static_cast<unsigned char*>(out);
-    std::size_t got = 0;
-    while (got < size) {
-        const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(size - got, 1u << 30));
-        const int r = gzread(f, p + got, chunk);
-        if (r < 0) {
-            int code = 0;
-            const char* msg = gzerror(f, &code);
-            fail(path, std::string("corrupt or unreadable data (") + (msg ? msg : "zlib error") + ")");
-        }
-        if (r == 0) break;
-        got += static_cast<std::size_t>(r);
-    }
+void read_exact(Decoder& d, const std::string& name, std::uint8_t* out, std::size_t size, const char* what) {
+    const std::size_t got = d.read(out, size);
     if (got < size)
-        fail(path, std::string("truncated: ") + what + " needs " + std::to_string(size) + " bytes, only " +
+        fail(name, std::string("truncated: ") + what + " needs " + std::to_string(size) + " bytes, only " +
                        std::to_string(got) + " are there");
 }
 
 }  // namespace
 
-IdxArray read_idx(const std::string& path, std::size_t expected_rank) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) fail(path, "no such file");
-    std::unique_ptr<gzFile_s, GzCloser> f(gzopen(path.c_str(), "rb"));
-    if (!f) fail(path, "cannot open");
-    unsigned char magic[4];
-    read_exact(f.get(), path, magic, 4, "the header");
-    if (magic[0] != 0 || magic[1] != 0) fail(path, "not an IDX file (bad magic number)");
+IdxArray parse_idx(std::span<const std::uint8_t> bytes, const std::string& name, std::size_t expected_rank) {
+    Decoder d(bytes, name);
+    std::uint8_t magic[4];
+    read_exact(d, name, magic, 4, "the header");
+    if (magic[0] != 0 || magic[1] != 0) fail(name, "not an IDX file (bad magic number)");
     if (magic[2] != 0x08)
-        fail(path, "element type " + std::to_string(magic[2]) + " is not supported (only unsigned bytes, type 8)");
+        fail(name, "element type " + std::to_string(magic[2]) + " is not supported (only unsigned bytes, type 8)");
     const std::size_t rank = magic[3];
-    if (rank == 0) fail(path, "an IDX file needs at least one dimension");
+    if (rank == 0) fail(name, "an IDX file needs at least one dimension");
     if (expected_rank && rank != expected_rank)
-        fail(path, "has " + std::to_string(rank) + " dimensions, expected " + std::to_string(expected_rank));
+        fail(name, "has " + std::to_string(rank) + " dimensions, expected " + std::to_string(expected_rank));
     IdxArray a;
     std::size_t total = 1;
     for (std::size_t i = 0; i < rank; ++i) {
-        unsigned char b[4];
-        read_exact(f.get(), path, b, 4, "the dimensions");
-        const std::size_t d = (std::size_t{b[0]} << 24) | (std::size_t{b[1]} << 16) | (std::size_t{b[2]} << 8) | b[3];
-        if (d == 0) fail(path, "dimension " + std::to_string(i) + " is zero");
-        if (total > (std::size_t{1} << 40) / d) fail(path, "dimensions too large");
-        total *= d;
-        a.dims.push_back(d);
+        std::uint8_t b[4];
+        read_exact(d, name, b, 4, "the dimensions");
+        const std::size_t n = (std::size_t{b[0]} << 24) | (std::size_t{b[1]} << 16) | (std::size_t{b[2]} << 8) | b[3];
+        if (n == 0) fail(name, "dimension " + std::to_string(i) + " is zero");
+        if (total > (std::size_t{1} << 40) / n) fail(name, "dimensions too large (more than 2^40 elements)");
+        total *= n;
+        a.dims.push_back(n);
     }
-    a.data.resize(total);
-    read_exact(f.get(), path, a.data.data(), total, "the data");
-    unsigned char extra;
-    if (gzread(f.get(), &extra, 1) != 0) fail(path, "trailing bytes after the " + std::to_string(total) + " data bytes");
+    // The buffer grows with the bytes actually decoded (doubling from 64 KiB), so a damaged header that
+    // claims far more data than the file holds is reported as truncation, not as a huge allocation.
+    std::size_t got = 0;
+    while (got < total) {
+        const std::size_t want = std::min(total, std::max<std::size_t>(2 * got, 1u << 16));
+        a.data.resize(want);
+        const std::size_t r = d.read(a.data.data() + got, want - got);
+        got += r;
+        if (got < want) break;
+    }
+    if (got < total)
+        fail(name, "truncated: the data needs " + std::to_string(total) + " bytes, only " + std::to_string(got) +
+                       " are there");
+    std::uint8_t extra;
+    if (d.read(&extra, 1) != 0) fail(name, "trailing bytes after the " + std::to_string(total) + " data bytes");
     return a;
 }
 
+IdxArray read_idx(const std::string& path, std::size_t expected_rank) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) fail(path, "no such file");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail(path, "cannot open");
+    const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) fail(path, "read error");
+    return parse_idx(bytes, path, expected_rank);
+}
 ImageDataset load_idx_dataset(const std::string& dir, const std::string& prefix, std::size_t num_classes) {
     auto find = [&](const std::string& stem) {
         const std::string raw = dir + "/" + stem;

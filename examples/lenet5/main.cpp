@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
     try {
         train = load_idx_dataset(dir, "train");
         test = load_idx_dataset(dir, "t10k");
-    } catch (const IdxError& e) {
+    } catch (const std::exception& e) {  // IdxError, or e.g. std::bad_alloc: a message, not a crash
         std::fprintf(stderr, "error: %s\n", e.what());
         if (dir == "/usr/share/datasets/fashion-mnist")
             std::fprintf(stderr, "(install the data with: apt-get install dataset-fashion-mnist)\n");

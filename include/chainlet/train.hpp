@@ -7,6 +7,7 @@
 // integer label).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -75,7 +76,40 @@ std::size_t input_size(const X& x) {
 template <class X>
 concept Inputs = std::same_as<X, ByteData> || std::ranges::contiguous_range<X>;
 
+inline void check_threads(const char* where, int threads) {
+    if (threads < 0)
+        throw std::invalid_argument(std::string(where) + ": threads is " + std::to_string(threads) +
+                                    ", expected 0 (all cores) or a positive count");
+}
+
+template <class T>
+const char* non_finite_name(T v) {
+    return std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
+}
+
 }  // namespace detail
+
+// Opt-in check of data before training (fit does it with FitOptions::check_finite): throws
+// std::invalid_argument naming the first sample (row of `row` values) holding a NaN or an infinity,
+// e.g. "check_finite: input sample 17, value 3 of 4, is NaN". Integer data (labels) are always finite;
+// for ByteData the scale and offset are checked.
+template <detail::Inputs X>
+void check_finite(const X& x, std::size_t row, const char* what = "input") {
+    if (row == 0) throw std::invalid_argument("check_finite: the row size is 0, expected at least 1");
+    if constexpr (std::is_same_v<X, ByteData>) {
+        if (!std::isfinite(x.scale) || !std::isfinite(x.offset))
+            throw std::invalid_argument(std::string("check_finite: ") + what + " ByteData scale " + std::to_string(x.scale) +
+                                        " / offset " + std::to_string(x.offset) + " is not finite");
+    } else if constexpr (std::is_floating_point_v<detail::value_t<X>>) {
+        const auto* v = std::ranges::data(x);
+        const std::size_t n = std::ranges::size(x);
+        for (std::size_t i = 0; i < n; ++i)
+            if (!std::isfinite(v[i]))
+                throw std::invalid_argument(std::string("check_finite: ") + what + " sample " + std::to_string(i / row) +
+                                            ", value " + std::to_string(i % row) + " of " + std::to_string(row) +
+                                            ", is " + detail::non_finite_name(v[i]));
+    }
+}
 
 // The calling thread's workspace for (Net, T), used by the convenience overloads below.
 template <class Net, class T>
@@ -104,6 +138,7 @@ detail::value_t<G> value_and_gradient(Workspace<Net, detail::value_t<G>>& ws, co
     static_assert(std::is_same_v<detail::value_t<Y>, typename L::template target<T>>,
                   "the targets' element type is not the one the loss expects");
     constexpr const char* where = "value_and_gradient";
+    detail::check_threads(where, threads);
     detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
     detail::expect_size(where, "the gradient buffer", Net::num_params, std::ranges::size(g));
     const std::size_t n = detail::count_rows(where, detail::input_size(x), Net::in_size);
@@ -126,6 +161,7 @@ void predict(Workspace<Net, detail::value_t<O>>& ws, const P& p, const X& x, O&&
     using T = detail::value_t<O>;
     static_assert(std::is_same_v<detail::value_t<P>, T>, "parameters and outputs must have the same element type");
     constexpr const char* where = "predict";
+    detail::check_threads(where, threads);
     detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
     const std::size_t n = detail::count_rows(where, detail::input_size(x), Net::in_size);
     detail::expect_size(where, "the output buffer", n * Net::out_size, std::ranges::size(out));
@@ -157,6 +193,7 @@ struct FitOptions {
     std::uint64_t seed = 0;       // seeds the shuffling
     bool shuffle = true;          // reshuffle the samples every epoch (ignored for a full batch)
     int threads = 0;              // 0 = all cores (OpenMP's default)
+    bool check_finite = false;    // check x and y with check_finite() before training (one pass over the data)
     std::function<void(const StepInfo&)> on_step;    // after every optimiser step
     std::function<void(const EpochInfo&)> on_epoch;  // after every epoch
 };
@@ -168,25 +205,32 @@ struct FitResult {
 };
 
 // Trains p in place with optimiser opt. All buffers are allocated before the first step; a step
-// allocates nothing. A non-finite loss or gradient stops training with std::runtime_error naming the
-// epoch and step; p then holds the parameters of the last finite step.
+// allocates nothing. A non-finite loss, gradient or updated parameter stops training with
+// std::runtime_error naming the epoch and step; p then holds the parameters after the last step whose
+// loss, gradient and update were all finite (the optimiser's own state is not rolled back).
 template <class Net, std::ranges::contiguous_range P, class L, detail::Inputs X, std::ranges::contiguous_range Y,
           class Opt>
 FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitOptions& o = {}) {
     using T = detail::value_t<P>;
     static_assert(Loss<L, T>, "the loss does not provide the interface documented in chainlet/losses.hpp");
     constexpr const char* where = "fit";
+    detail::check_threads(where, o.threads);
     detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
     const std::size_t n = detail::count_rows(where, detail::input_size(x), Net::in_size);
     detail::expect_size(where, "the target buffer", n * L::targets_per_sample(Net::out_size), std::ranges::size(y));
-    if (n > UINT32_MAX) throw std::invalid_argument("fit: more than 2^32 samples");
+    if (n > UINT32_MAX)
+        throw std::invalid_argument("fit: " + std::to_string(n) + " samples, expected at most 2^32 - 1");
     L::template check_targets<T>(std::span(std::ranges::data(y), std::ranges::size(y)), Net::out_size);
+    if (o.check_finite) {
+        check_finite(x, Net::in_size, "input");
+        check_finite(y, L::targets_per_sample(Net::out_size), "target");
+    }
     const std::size_t batch = o.batch == 0 ? n : std::min(o.batch, n);
     const bool shuffle = o.shuffle && batch < n;
     const int threads = resolve_threads(o.threads);
 
     Workspace<Net, T> ws(batch, threads);
-    std::vector<T> g(Net::num_params);
+    std::vector<T> g(Net::num_params), before_step(Net::num_params);
     std::vector<std::uint32_t> order(shuffle ? n : 0);
     std::iota(order.begin(), order.end(), 0u);
     opt.init(Net::num_params);
@@ -214,7 +258,15 @@ FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitO
                 throw std::runtime_error("fit: the " + std::string(std::isfinite(l) ? "gradient" : "loss") +
                                          " became non-finite at epoch " + std::to_string(e) + ", step " +
                                          std::to_string(s + 1) + "; the parameters are those before this step");
+            // Keep p to restore it if the update itself overflows (finite gradient, huge step).
+            std::copy(ps.begin(), ps.end(), before_step.begin());
             opt.step(ps, std::span<const T>(g));
+            if (!std::ranges::all_of(ps, [](T v) { return std::isfinite(v); })) {
+                std::copy(before_step.begin(), before_step.end(), ps.begin());
+                throw std::runtime_error("fit: the parameter update became non-finite at epoch " + std::to_string(e) +
+                                         ", step " + std::to_string(s + 1) +
+                                         "; the parameters are those before this step");
+            }
             ++result.steps;
             epoch_loss += static_cast<double>(l) * static_cast<double>(m);
             if (o.on_step) o.on_step(StepInfo{e, s + 1, steps, static_cast<double>(l)});

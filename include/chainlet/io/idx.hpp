@@ -1,6 +1,6 @@
 // Reader for IDX files, the format of MNIST and Fashion-MNIST: big-endian magic 0x0000 TT DD (TT the
 // element type, DD the number of dimensions), DD big-endian 32-bit extents, then the elements.
-// Files may be gzip-compressed or raw (zlib reads both). Only unsigned bytes (type 0x08), the type of
+// Files may be gzip-compressed (one or more members) or raw. Only unsigned bytes (type 0x08), the type of
 // every MNIST-family file, are accepted.
 //
 // Every problem is reported as chainlet::IdxError, whose message names the file and what is wrong:
@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ struct IdxArray {
 // Reads an IDX file of unsigned bytes. If expected_rank is non-zero the file must have that many
 // dimensions.
 IdxArray read_idx(const std::string& path, std::size_t expected_rank = 0);
+
+// The same from bytes in memory (raw or gzip, detected by the gzip magic 1f 8b); `name` stands for the
+// file in error messages. read_idx reads the file and calls this.
+IdxArray parse_idx(std::span<const std::uint8_t> bytes, const std::string& name, std::size_t expected_rank = 0);
 
 // An image classification data set in memory: n rows of height * width pixel bytes (one channel),
 // and n labels. Pixels stay bytes (a quarter of the memory of floats); pass them to the library as

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "chainlet/kernels/simd.hpp"
+#include "chainlet/format.hpp"
 #include "chainlet/memory.hpp"
 
 namespace chainlet {
@@ -22,7 +23,10 @@ public:
     explicit AdamW(T lr, T weight_decay = T(0.01), T beta1 = T(0.9), T beta2 = T(0.999), T eps = T(1e-8))
         : lr_(lr), wd_(weight_decay), b1_(beta1), b2_(beta2), eps_(eps) {
         if (!(lr > 0) || !(weight_decay >= 0) || !(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1) || !(eps > 0))
-            throw std::invalid_argument("Adam: need lr > 0, weight_decay >= 0, 0 <= beta1, beta2 < 1, eps > 0");
+            throw std::invalid_argument("Adam: need lr > 0, weight_decay >= 0, 0 <= beta1, beta2 < 1, eps > 0; got lr " +
+                                        detail::number(static_cast<double>(lr)) + ", weight_decay " + detail::number(static_cast<double>(weight_decay)) +
+                                        ", beta1 " + detail::number(static_cast<double>(beta1)) + ", beta2 " + detail::number(static_cast<double>(beta2)) +
+                                        ", eps " + detail::number(static_cast<double>(eps)));
     }
 
     // Allocates the moment buffers (zeroed) and restarts the step count; step() calls it on first use.
@@ -36,7 +40,10 @@ public:
         if (p.size() != g.size())
             throw std::invalid_argument("Adam::step: " + std::to_string(p.size()) + " parameters but " +
                                         std::to_string(g.size()) + " gradients");
-        if (m_.size() != p.size()) init(p.size());
+        if (m_.empty()) init(p.size());
+        if (m_.size() != p.size())
+            throw std::invalid_argument("Adam::step: initialised for " + std::to_string(m_.size()) + " parameters, given " +
+                                        std::to_string(p.size()));
         ++t_;
         const T c1 = T(1) / (T(1) - static_cast<T>(std::pow(static_cast<double>(b1_), static_cast<double>(t_))));
         const T c2 = T(1) / (T(1) - static_cast<T>(std::pow(static_cast<double>(b2_), static_cast<double>(t_))));

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "chainlet/format.hpp"
 #include "chainlet/memory.hpp"
 
 namespace chainlet {
@@ -16,14 +17,18 @@ class SGD {
 public:
     explicit SGD(T lr, T momentum = T(0)) : lr_(lr), mu_(momentum) {
         if (!(lr > 0) || !(momentum >= 0 && momentum < 1))
-            throw std::invalid_argument("SGD: need lr > 0 and 0 <= momentum < 1");
+            throw std::invalid_argument("SGD: need lr > 0 and 0 <= momentum < 1; got lr " + detail::number(static_cast<double>(lr)) +
+                                        ", momentum " + detail::number(static_cast<double>(momentum)));
     }
     void init(std::size_t n) { v_.assign(n, T(0)); }
     void step(std::span<T> p, std::span<const T> g) {
         if (p.size() != g.size())
             throw std::invalid_argument("SGD::step: " + std::to_string(p.size()) + " parameters but " +
                                         std::to_string(g.size()) + " gradients");
-        if (v_.size() != p.size()) init(p.size());
+        if (v_.empty()) init(p.size());
+        if (v_.size() != p.size())
+            throw std::invalid_argument("SGD::step: initialised for " + std::to_string(v_.size()) + " parameters, given " +
+                                        std::to_string(p.size()));
         for (std::size_t i = 0; i < p.size(); ++i) {
             v_[i] = mu_ * v_[i] + g[i];
             p[i] -= lr_ * v_[i];

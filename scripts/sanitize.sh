@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Sanitizer builds (docs/robustness.md):
+#  1. build-asan: the whole test suite and the examples (no benchmarks) with g++
+#     -fsanitize=address,undefined -fno-sanitize-recover=all -O1 -g, then every ctest test;
+#  2. build-tsan: the threaded tests with clang++ -fsanitize=thread and LLVM's OpenMP runtime (libomp),
+#     whose Archer tool tells ThreadSanitizer about OpenMP's synchronisation. (GCC's libgomp is not
+#     instrumented: ThreadSanitizer reports false races on any OpenMP loop.)
+# Any sanitizer report fails the run. JOBS (default 2) sets the build and test parallelism.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh --sanitize
+jobs=${JOBS:-2}
+start=$(date +%s)
+
+common=(-G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g" -DCHAINLET_BUILD_BENCHMARKS=OFF)
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer (g++): all tests =="
+CXX=g++ cmake -S . -B build-asan "${common[@]}" -DCHAINLET_SANITIZE=address,undefined > /dev/null
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1 \
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs"
+asan_done=$(date +%s)
+
+echo "== ThreadSanitizer (clang++, libomp + Archer): threaded tests =="
+tsan_tests=(test_fit test_repro test_finite)
+CXX=clang++ cmake -S . -B build-tsan "${common[@]}" -DCHAINLET_SANITIZE=thread -DCHAINLET_BUILD_EXAMPLES=OFF > /dev/null
+cmake --build build-tsan -j"$jobs" --target "${tsan_tests[@]}"
+# Archer sits next to the libomp the tests are linked with.
+libomp=$(ldd build-tsan/tests/"${tsan_tests[0]}" | awk '/libomp/ {print $3; exit}')
+archer=$(dirname "$(readlink -f "$libomp")")/libarcher.so
+[[ -f $archer ]] || { echo "error: $archer: no such file (install libomp-dev)" >&2; exit 1; }
+for t in "${tsan_tests[@]}"; do
+  echo "-- $t"
+  # halt_on_error: the first race fails the test; Archer is named explicitly so a missing tool is
+  # an error rather than a run full of false reports.
+  OMP_TOOL_LIBRARIES=$archer ARCHER_OPTIONS=verbose=1 \
+  TSAN_OPTIONS=ignore_noninstrumented_modules=1:halt_on_error=1:exitcode=66 \
+    build-tsan/tests/"$t"
+done
+end=$(date +%s)
+echo "sanitize.sh: ASan+UBSan $((asan_done - start)) s, TSan $((end - asan_done)) s, total $((end - start)) s"

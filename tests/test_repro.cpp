@@ -1,0 +1,137 @@
+// Reproducibility and thread safety: the same seed gives the same bits on 1, 2 or 3 threads (OpenMP
+// may run 3 threads on 2 cores), for batches spanning several chunks and chunk groups; and predict /
+// value_and_gradient called at once from several std::threads on shared parameters, each with its own
+// workspace, give the serial results bit for bit.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "chainlet/chainlet.hpp"
+#include "support.hpp"
+
+using namespace chainlet;
+using Dense3 = Chain<Input<4>, Dense<32, Tanh>, Dense<16, Tanh>, Dense<4>>;
+using SmallConv = Chain<Input<8, 8, 1>, Conv<3, 3, 4, ReLU>, MaxPool<2, 2>, Flatten, Dense<10>>;
+
+namespace {
+
+std::vector<std::int32_t> random_labels(std::size_t n, std::uint64_t seed) {
+    Rng rng(seed);
+    std::vector<std::int32_t> y(n);
+    for (auto& v : y) v = static_cast<std::int32_t>(rng.below(10));
+    return y;
+}
+
+template <class Net, class Loss, class Y>
+std::vector<float> train(const std::vector<float>& x, const Y& y, std::size_t batch, std::size_t epochs, int threads) {
+    std::vector<float> p(Net::num_params);
+    init_params<Net>(p, 5);
+    Adam opt(1e-3f);
+    FitOptions o;
+    o.epochs = epochs;
+    o.batch = batch;
+    o.seed = 9;
+    o.threads = threads;
+    fit<Net>(p, Loss{}, x, y, opt, o);
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("repro: a dense chain trains to the same bits on 1, 2 and 3 threads (batches of many chunk groups)", "[repro][parallel]") {
+    using WS = Workspace<Dense3, float>;
+    // A full batch of more than max_groups chunks (so groups hold several chunks) and a last, partial one.
+    const std::size_t batch = WS::chunk * (WS::max_groups + 5) + 7, n = 2 * batch + 300;
+    REQUIRE(WS::num_groups(batch) > 1);
+    REQUIRE(WS::chunks_per_group(batch) > 1);
+    const auto x = test::random_vector<float>(4 * n, 1), y = test::random_vector<float>(4 * n, 2);
+    const auto p1 = train<Dense3, SquaredError>(x, y, batch, 2, 1);
+    const auto p2 = train<Dense3, SquaredError>(x, y, batch, 2, 2);
+    const auto p3 = train<Dense3, SquaredError>(x, y, batch, 2, 3);
+    std::vector<float> p0(Dense3::num_params);
+    init_params<Dense3>(p0, 5);
+    REQUIRE(p1 != p0);  // training moved the parameters
+    REQUIRE(p1 == p2);
+    REQUIRE(p1 == p3);
+}
+
+TEST_CASE("repro: a small conv chain trains to the same bits on 1, 2 and 3 threads", "[repro][parallel]") {
+    using WS = Workspace<SmallConv, float>;
+    const std::size_t batch = 3 * WS::chunk + 5, n = 3 * batch;
+    const auto x = test::random_vector<float>(SmallConv::in_size * n, 3);
+    const auto y = random_labels(n, 4);
+    const auto p1 = train<SmallConv, SoftmaxCrossEntropy>(x, y, batch, 2, 1);
+    const auto p2 = train<SmallConv, SoftmaxCrossEntropy>(x, y, batch, 2, 2);
+    const auto p3 = train<SmallConv, SoftmaxCrossEntropy>(x, y, batch, 2, 3);
+    REQUIRE(p1 == p2);
+    REQUIRE(p1 == p3);
+}
+
+TEST_CASE("repro: value_and_gradient and predict give the same bits on 1, 2 and 3 threads", "[repro][parallel]") {
+    using WS = Workspace<Dense3, float>;
+    for (std::size_t n : {std::size_t(1), WS::chunk - 1, 5 * WS::chunk + 3, WS::chunk * (2 * WS::max_groups + 1)}) {
+        INFO("n=" << n);
+        std::vector<float> p(Dense3::num_params);
+        init_params<Dense3>(p, 7);
+        const auto x = test::random_vector<float>(4 * n, 8), y = test::random_vector<float>(4 * n, 9);
+        std::vector<float> g1(p.size()), out1(4 * n);
+        WS ws;
+        const float l1 = value_and_gradient<Dense3>(ws, p, g1, x, y, SquaredError{}, 1);
+        predict<Dense3>(ws, p, x, out1, 1);
+        for (int threads : {2, 3}) {
+            std::vector<float> g(p.size()), out(4 * n);
+            const float l = value_and_gradient<Dense3>(ws, p, g, x, y, SquaredError{}, threads);
+            predict<Dense3>(ws, p, x, out, threads);
+            REQUIRE(l == l1);
+            REQUIRE(g == g1);
+            REQUIRE(out == out1);
+        }
+    }
+}
+
+TEST_CASE("concurrency: predict and value_and_gradient from 4 std::threads on shared parameters", "[concurrency]") {
+    constexpr int callers = 4, rounds = 3;
+    const std::size_t n = 700;  // two chunks of the conv chain's workspace or fewer: both paths
+    std::vector<float> p(SmallConv::num_params);
+    init_params<SmallConv>(p, 11);
+    const auto x = test::random_vector<float>(SmallConv::in_size * n, 12);
+    const auto y = random_labels(n, 13);
+    // Serial references.
+    std::vector<float> g_ref(p.size()), out_ref(10 * n);
+    const float l_ref = value_and_gradient<SmallConv>(p, g_ref, x, y, SoftmaxCrossEntropy{});
+    predict<SmallConv>(p, x, out_ref);
+
+    struct Result {
+        float loss = 0;
+        std::vector<float> g, out, g_convenience;
+        bool same = true;
+    };
+    std::vector<Result> results(callers);
+    {
+        std::vector<std::thread> pool;
+        for (int c = 0; c < callers; ++c)
+            pool.emplace_back([&, c] {
+                Result& r = results[static_cast<std::size_t>(c)];
+                Workspace<SmallConv, float> ws;  // each caller brings its own
+                r.g.resize(p.size());
+                r.g_convenience.resize(p.size());
+                r.out.resize(10 * n);
+                for (int k = 0; k < rounds; ++k) {
+                    r.loss = value_and_gradient<SmallConv>(ws, p, r.g, x, y, SoftmaxCrossEntropy{});
+                    predict<SmallConv>(ws, p, x, r.out);
+                    // The convenience overloads use a workspace per thread.
+                    value_and_gradient<SmallConv>(p, r.g_convenience, x, y, SoftmaxCrossEntropy{});
+                    r.same = r.same && r.loss == l_ref && r.g == g_ref && r.out == out_ref && r.g_convenience == g_ref;
+                }
+            });
+        for (auto& t : pool) t.join();
+    }
+    for (const auto& r : results) {
+        REQUIRE(r.same);
+        REQUIRE(r.loss == l_ref);
+        REQUIRE(r.g == g_ref);
+        REQUIRE(r.out == out_ref);
+    }
+}
