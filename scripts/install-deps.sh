@@ -5,6 +5,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ make libeigen3-dev libxsimd-dev catch2 libbenchmark-dev zlib1g-dev
+          libopenmpi-dev openmpi-bin
           dataset-fashion-mnist)
 if [[ "${1:-}" == "--compare" ]]; then
   packages+=(libtorch-dev python3-torch libopenblas0-openmp python3-matplotlib)
