@@ -93,8 +93,8 @@ int main(int argc, char** argv) {
         double sum = 0, sum2 = 0;
         for (std::size_t i = 0; i < results.size(); ++i) {
             const MemberResult& r = results[i];
-            std::printf("member=%zu rank=%d seed=%" PRIu64 " train_loss=%.6g test_loss=%.6g seconds=%.3f checksum=%016" PRIx64
-                        "\n",
+            std::printf("member=%zu rank=%d seed=%" PRIu64
+                        " train_loss=%.6g test_loss=%.6g seconds=%.3f checksum=%016" PRIx64 "\n",
                         i, r.rank, r.seed, r.train_loss, r.test_loss, r.seconds, r.checksum);
             predict<TinyMLP>(r.params, xt, out, threads);
             for (std::size_t j = 0; j < out.size(); ++j) mean_out[j] += out[j] / static_cast<double>(members);

@@ -183,8 +183,10 @@ TEST_CASE("mpi::ensemble gathers every member's result on rank 0, in member orde
             ran_on[i] = mpi::rank();
             return run_member(i);
         });
-        for (std::size_t i = 0; i < members; ++i)  // round robin: member i on rank i mod P
-            CHECK(ran_on[i] == (static_cast<int>(i % static_cast<std::size_t>(mpi::size())) == mpi::rank() ? mpi::rank() : -1));
+        for (std::size_t i = 0; i < members; ++i) {  // round robin: member i on rank i mod P, and only there
+            const bool mine = static_cast<int>(i % static_cast<std::size_t>(mpi::size())) == mpi::rank();
+            CHECK(ran_on[i] == (mine ? mpi::rank() : -1));
+        }
         if (mpi::rank() != 0) {
             REQUIRE(results.empty());
             continue;

@@ -31,7 +31,8 @@ struct AllreduceBatch {
     MPI_Comm comm = MPI_COMM_WORLD;
     std::size_t ranks = 1, rank = 0;
 
-    explicit AllreduceBatch(MPI_Comm c) : comm(c), ranks(static_cast<std::size_t>(size(c))), rank(static_cast<std::size_t>(mpi::rank(c))) {}
+    explicit AllreduceBatch(MPI_Comm c)
+        : comm(c), ranks(static_cast<std::size_t>(size(c))), rank(static_cast<std::size_t>(mpi::rank(c))) {}
 
     WholeBatch::Slice share(std::size_t m) const {
         const std::size_t first = m * rank / ranks;
