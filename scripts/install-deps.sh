@@ -6,6 +6,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ make libeigen3-dev libxsimd-dev catch2 libbenchmark-dev zlib1g-dev
+          libopenmpi-dev openmpi-bin
           dataset-fashion-mnist)
 packages+=(pkg-config)  # the installed-package test builds a program from `pkg-config --cflags --libs chainlet`
 packages+=(liblbfgs-dev)  # examples/neural_ode --optimizer lbfgs

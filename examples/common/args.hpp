@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -14,12 +15,17 @@ namespace examples {
 
 class Args {
 public:
-    Args(int argc, char** argv, std::string usage) : usage_(std::move(usage)) {
+    // switches: the names of flags that take no value (--name alone), read with flag().
+    Args(int argc, char** argv, std::string usage, std::set<std::string> switches = {}) : usage_(std::move(usage)) {
         for (int i = 1; i < argc; ++i) {
             std::string_view a = argv[i];
             if (a == "-h" || a == "--help") {
                 std::printf("%s", usage_.c_str());
                 std::exit(0);
+            }
+            if (a.substr(0, 2) == "--" && switches.count(std::string(a.substr(2)))) {
+                values_[std::string(a.substr(2))] = "";
+                continue;
             }
             if (a.substr(0, 2) != "--" || i + 1 >= argc) fail("expected --flag value, got '" + std::string(a) + "'");
             values_[std::string(a.substr(2))] = argv[++i];
@@ -46,6 +52,8 @@ public:
                  *it + "'");
         return v;
     }
+    // Whether the switch --name was given.
+    bool flag(const std::string& name) { return take(name) != nullptr; }
     std::string text(const std::string& name, const std::string& def) {
         const auto it = take(name);
         return it ? *it : def;

@@ -3,6 +3,10 @@
 //
 // After every epoch it prints `epoch=<k> seconds=<s> train_loss=<v> test_accuracy=<v>`, and at the end
 // `checksum=<hex>` of the final parameters (same seed and thread count: same checksum).
+//
+// With --mpi (builds with CHAINLET_MPI), `mpirun -np P lenet5 --mpi` trains data-parallel: each rank
+// computes 1/P of every batch of --batch samples (the same global batch as one process), rank 0
+// prints, and rank 0 lists every rank's checksum (all equal) before the final `checksum=<hex>`.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +22,9 @@
 #include "chainlet/io/idx.hpp"
 #include "common/args.hpp"
 #include "common/progress.hpp"
+#ifdef CHAINLET_MPI
+#include "chainlet/mpi.hpp"
+#endif
 
 using namespace chainlet;
 using LeNet5 = Chain<Input<28, 28, 1>, Conv<5, 5, 6, ReLU>, MaxPool<2, 2>, Conv<5, 5, 16, ReLU>, MaxPool<2, 2>, Flatten,
@@ -50,18 +57,48 @@ double accuracy(const std::vector<float>& p, const ImageDataset& d, const ByteDa
     return static_cast<double>(right) / static_cast<double>(d.count);
 }
 
+int train_and_report(examples::Args& args, bool use_mpi);
+
 }  // namespace
 
 int main(int argc, char** argv) {
     examples::Args args(argc, argv,
                         "usage: lenet5 [--data DIR] [--epochs N] [--batch N] [--lr X] [--threads T] [--seed S] [--limit N]\n"
+                        "              [--mpi]\n"
                         "  --data     directory of MNIST-format IDX files (default /usr/share/datasets/fashion-mnist)\n"
                         "  --epochs   passes over the training set (default 10)\n"
                         "  --batch    samples per Adam step (default 64)\n"
                         "  --lr       Adam learning rate (default 1e-3)\n"
                         "  --threads  OpenMP threads, 0 = all cores (default 0)\n"
                         "  --seed     seed of the initial parameters and the shuffling (default 1)\n"
-                        "  --limit    use only the first N training images (default: all)\n");
+                        "  --limit    use only the first N training images (default: all)\n"
+                        "  --mpi      data-parallel over the ranks of `mpirun -np P lenet5 --mpi` (use --threads 1\n"
+                        "             or OMP_NUM_THREADS per rank); needs a build with CHAINLET_MPI\n",
+                        {"mpi"});
+    if (!args.flag("mpi")) return train_and_report(args, false);
+#ifdef CHAINLET_MPI
+    // Any error on any rank ends the whole job: an exception through run_or_abort, an error exit here.
+    mpi::Session session(argc, argv);
+    const int status = mpi::run_or_abort(MPI_COMM_WORLD, [&] { return train_and_report(args, true); });
+    if (status != 0) {
+        std::fprintf(stderr, "rank %d: exit status %d, ending the job\n", mpi::rank(), status);
+        MPI_Abort(MPI_COMM_WORLD, status);
+    }
+    return 0;
+#else
+    args.fail("--mpi: this lenet5 was built without MPI (configure with -DCHAINLET_MPI=ON)");
+#endif
+}
+
+namespace {
+
+int train_and_report(examples::Args& args, bool use_mpi) {
+#ifdef CHAINLET_MPI
+    const bool rank0 = !use_mpi || mpi::rank() == 0;
+#else
+    const bool rank0 = true;
+    (void)use_mpi;
+#endif
     const std::string dir = args.text("data", "/usr/share/datasets/fashion-mnist");
     const auto epochs = args.integer("epochs", 10, 1, 100000);
     const auto batch = args.integer("batch", 64, 1, 1u << 24);
@@ -93,11 +130,18 @@ int main(int argc, char** argv) {
         train.labels.resize(limit);
     }
     const ByteData train_x = standardised(train, train), test_x = standardised(test, train);
-    std::printf("%s\n", build_report().c_str());
-    std::printf("data: %s (%zu training, %zu test images); LeNet5, %zu parameters; Adam(%g), batch %" PRIu64
-                ", %" PRIu64 " epochs\n",
-                dir.c_str(), train.count, test.count, LeNet5::num_params, lr, batch, epochs);
-    std::fflush(stdout);
+    if (rank0) {
+        std::printf("%s\n", build_report().c_str());
+        std::printf("data: %s (%zu training, %zu test images); LeNet5, %zu parameters; Adam(%g), batch %" PRIu64
+                    ", %" PRIu64 " epochs\n",
+                    dir.c_str(), train.count, test.count, LeNet5::num_params, lr, batch, epochs);
+#ifdef CHAINLET_MPI
+        if (use_mpi)
+            std::printf("mpi: data-parallel over %d ranks, about %" PRIu64 " samples of each batch per rank\n",
+                        mpi::size(), batch / static_cast<std::uint64_t>(mpi::size()));
+#endif
+        std::fflush(stdout);
+    }
 
     std::vector<float> p(LeNet5::num_params);
     init_params<LeNet5>(p, seed);
@@ -116,12 +160,24 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
     };
     try {
-        fit<LeNet5>(p, SoftmaxCrossEntropy{}, train_x, train.labels, opt, o);
+#ifdef CHAINLET_MPI
+        if (use_mpi) mpi::fit<LeNet5>(MPI_COMM_WORLD, p, SoftmaxCrossEntropy{}, train_x, train.labels, opt, o);
+        else
+#endif
+            fit<LeNet5>(p, SoftmaxCrossEntropy{}, train_x, train.labels, opt, o);
     } catch (const std::exception& e) {
         bar.finish();
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;
     }
-    std::printf("checksum=%016" PRIx64 "\n", checksum(std::span<const float>(p)));
+#ifdef CHAINLET_MPI
+    if (use_mpi) {  // every rank's checksum, printed by rank 0 (mpi::fit has checked that they agree)
+        const auto sums = mpi::checksums<float>(MPI_COMM_WORLD, p);
+        for (std::size_t r = 0; rank0 && r < sums.size(); ++r) std::printf("rank=%zu checksum=%016" PRIx64 "\n", r, sums[r]);
+    }
+#endif
+    if (rank0) std::printf("checksum=%016" PRIx64 "\n", checksum(std::span<const float>(p)));
     return 0;
 }
+
+}  // namespace

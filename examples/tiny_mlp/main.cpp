@@ -9,43 +9,10 @@
 #include "chainlet/chainlet.hpp"
 #include "chainlet/io/checksum.hpp"
 #include "common/args.hpp"
+#include "common/matrix_exp.hpp"
 
 using namespace chainlet;
 using TinyMLP = Chain<Input<4>, Dense<32, Tanh>, Dense<16, Tanh>, Dense<4>>;
-
-namespace {
-
-// exp(A) for A = [a b; c d] in closed form: with s = (a + d) / 2 and B = A - s I, B^2 = q I where
-// q = ((a - d) / 2)^2 + b c, so exp(A) = e^s (C I + S B) with C = cosh(sqrt q), S = sinh(sqrt q) / sqrt q
-// (cos and sin of sqrt(-q) when q < 0).
-void expm2(const float* m, float* out) {
-    const double a = m[0], b = m[1], c = m[2], d = m[3];
-    const double s = (a + d) / 2, q = (a - d) * (a - d) / 4 + b * c;
-    double C = 1, S = 1;
-    if (q > 1e-12) {
-        const double r = std::sqrt(q);
-        C = std::cosh(r);
-        S = std::sinh(r) / r;
-    } else if (q < -1e-12) {
-        const double r = std::sqrt(-q);
-        C = std::cos(r);
-        S = std::sin(r) / r;
-    }
-    const double e = std::exp(s);
-    out[0] = static_cast<float>(e * (C + S * (a - s)));
-    out[1] = static_cast<float>(e * S * b);
-    out[2] = static_cast<float>(e * S * c);
-    out[3] = static_cast<float>(e * (C + S * (d - s)));
-}
-
-void make_data(std::size_t n, Rng& rng, std::vector<float>& x, std::vector<float>& y) {
-    x.resize(4 * n);
-    y.resize(4 * n);
-    for (auto& v : x) v = static_cast<float>(rng.normal());
-    for (std::size_t s = 0; s < n; ++s) expm2(&x[4 * s], &y[4 * s]);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
     examples::Args args(argc, argv,
@@ -63,8 +30,8 @@ int main(int argc, char** argv) {
     std::printf("%s\n", build_report().c_str());
     Rng rng(seed);
     std::vector<float> x, y, xt, yt;
-    make_data(samples, rng, x, y);
-    make_data(samples, rng, xt, yt);
+    examples::make_matrix_exp_data(samples, rng, x, y);
+    examples::make_matrix_exp_data(samples, rng, xt, yt);
 
     std::vector<float> p(TinyMLP::num_params), g(TinyMLP::num_params);
     init_params<TinyMLP>(p, seed);

@@ -204,13 +204,28 @@ struct FitResult {
     double seconds = 0;
 };
 
+// How fit shares each batch among cooperating processes (chainlet/mpi/fit.hpp spreads it over MPI
+// ranks). share(m) is the slice {first, count} of an m-sample batch that this process computes;
+// reduce(gl, count, m) gets this process's mean gradient over its slice followed by its mean loss
+// (num_params + 1 values, one buffer so that one message carries both) and must leave in gl the mean
+// gradient and loss over the whole batch, bit for bit the same on every process. The default: one
+// process computes every batch whole.
+struct WholeBatch {
+    struct Slice {
+        std::size_t first, count;
+    };
+    Slice share(std::size_t m) const { return {0, m}; }
+    template <class T>
+    void reduce(std::span<T>, std::size_t, std::size_t) const {}
+};
+
 // Trains p in place with optimiser opt. All buffers are allocated before the first step; a step
 // allocates nothing. A non-finite loss, gradient or updated parameter stops training with
 // std::runtime_error naming the epoch and step; p then holds the parameters after the last step whose
 // loss, gradient and update were all finite (the optimiser's own state is not rolled back).
 template <class Net, std::ranges::contiguous_range P, class L, detail::Inputs X, std::ranges::contiguous_range Y,
-          class Opt>
-FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitOptions& o = {}) {
+          class Opt, class Split = WholeBatch>
+FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitOptions& o = {}, Split&& split = {}) {
     using T = detail::value_t<P>;
     static_assert(Loss<L, T>, "the loss does not provide the interface documented in chainlet/losses.hpp");
     constexpr const char* where = "fit";
@@ -230,7 +245,8 @@ FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitO
     const int threads = resolve_threads(o.threads);
 
     Workspace<Net, T> ws(batch, threads);
-    std::vector<T> g(Net::num_params), before_step(Net::num_params);
+    std::vector<T> g(Net::num_params + 1);  // the gradient, then the loss (see WholeBatch)
+    std::vector<T> before_step(Net::num_params);
     std::vector<std::uint32_t> order(shuffle ? n : 0);
     std::iota(order.begin(), order.end(), 0u);
     opt.init(Net::num_params);
@@ -247,11 +263,18 @@ FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitO
         double epoch_loss = 0;
         for (std::size_t s = 0; s < steps; ++s) {
             const std::size_t b0 = s * batch, m = std::min(batch, n - b0);
+            const auto [first, count] = split.share(m);  // this process's rows [b0 + first, b0 + first + count)
             auto xb = detail::input_rows<T>(x);
-            if (!shuffle) xb.data += b0 * Net::in_size;
-            const auto* yb = std::ranges::data(y) + (shuffle ? 0 : b0 * L::targets_per_sample(Net::out_size));
-            const T l = ws.value_and_gradient(pp, g.data(), xb, yb, shuffle ? order.data() + b0 : nullptr, m, loss,
-                                              threads);
+            if (!shuffle) xb.data += (b0 + first) * Net::in_size;
+            const auto* yb =
+                std::ranges::data(y) + (shuffle ? 0 : (b0 + first) * L::targets_per_sample(Net::out_size));
+            const std::uint32_t* rows = shuffle ? order.data() + b0 + first : nullptr;
+            if (count > 0)
+                g[Net::num_params] = ws.value_and_gradient(pp, g.data(), xb, yb, rows, count, loss, threads);
+            else
+                std::fill(g.begin(), g.end(), T(0));
+            split.template reduce<T>(std::span<T>(g), count, m);
+            const T l = g[Net::num_params];
             bool finite = std::isfinite(l);
             for (std::size_t j = 0; finite && j < g.size(); ++j) finite = std::isfinite(g[j]);
             if (!finite)
@@ -260,7 +283,7 @@ FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitO
                                          std::to_string(s + 1) + "; the parameters are those before this step");
             // Keep p to restore it if the update itself overflows (finite gradient, huge step).
             std::copy(ps.begin(), ps.end(), before_step.begin());
-            opt.step(ps, std::span<const T>(g));
+            opt.step(ps, std::span<const T>(g.data(), Net::num_params));
             if (!std::ranges::all_of(ps, [](T v) { return std::isfinite(v); })) {
                 std::copy(before_step.begin(), before_step.end(), ps.begin());
                 throw std::runtime_error("fit: the parameter update became non-finite at epoch " + std::to_string(e) +

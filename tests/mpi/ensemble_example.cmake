@@ -1,0 +1,27 @@
+# The ensemble example under mpirun: it must succeed, report every member, and its member 0 (seed 1
+# on the data of seed 1) must end with the checksum that tiny_mlp prints for the same seed and steps.
+#   cmake -DMPIRUN=a|b|c -DENSEMBLE=path -DTINY_MLP=path -P ensemble_example.cmake
+string(REPLACE "|" ";" mpirun "${MPIRUN}")
+set(flags --steps 50 --samples 500 --threads 1)
+execute_process(COMMAND ${TINY_MLP} ${flags} RESULT_VARIABLE rc OUTPUT_VARIABLE tiny TIMEOUT 60)
+if(NOT rc STREQUAL "0" OR NOT tiny MATCHES "checksum=([0-9a-f]+)")
+  message(FATAL_ERROR "tiny_mlp failed (${rc}):\n${tiny}")
+endif()
+set(expected "${CMAKE_MATCH_1}")
+execute_process(COMMAND ${mpirun} ${ENSEMBLE} --members 3 ${flags} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err TIMEOUT 60)
+message("${out}${err}")
+if(NOT rc STREQUAL "0")
+  message(FATAL_ERROR "the ensemble job failed: ${rc}")
+endif()
+foreach(i 0 1 2)
+  if(NOT out MATCHES "member=${i} rank=[0-9]+ seed=[0-9]+ train_loss=[^ ]+ test_loss=[^ ]+")
+    message(FATAL_ERROR "no result line for member ${i}")
+  endif()
+endforeach()
+if(NOT out MATCHES "member=0 rank=0 seed=1 [^\n]* checksum=${expected}")
+  message(FATAL_ERROR "member 0 does not end with tiny_mlp's checksum ${expected}")
+endif()
+if(NOT out MATCHES "test_loss of the averaged prediction=")
+  message(FATAL_ERROR "no ensemble summary line")
+endif()
