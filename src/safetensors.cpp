@@ -33,8 +33,8 @@ using detail::safetensors_fail;
 struct Json {
     enum Kind { null, boolean, number, string, array, object } kind = null;
     std::string text;                                   // string value, or a number's source text
-    std::vector<Json> items;                            // array
-    std::vector<std::pair<std::string, Json>> members;  // object, in file order
+    std::vector<Json> items;      // array values, or object values in file order
+    std::vector<std::string> keys;  // object keys, keys[i] names items[i]
 };
 
 // Recursive-descent parser of RFC 8259 JSON; every error names the byte offset in the header.
@@ -87,11 +87,12 @@ private:
             for (;;) {
                 ws();
                 std::string key = string();
-                for (const auto& m : v.members)
-                    if (m.first == key) fail("duplicate key \"" + key + "\"");
+                for (const auto& k : v.keys)
+                    if (k == key) fail("duplicate key \"" + key + "\"");
                 ws();
                 expect(':');
-                v.members.emplace_back(std::move(key), value(depth + 1));
+                v.keys.push_back(std::move(key));
+                v.items.push_back(value(depth + 1));
                 ws();
                 if (peek() == ',') {
                     ++pos_;
@@ -253,8 +254,8 @@ std::uint64_t to_index(const Json& v, const std::string& source, const std::stri
 }
 
 const Json* member(const Json& obj, const char* key) {
-    for (const auto& m : obj.members)
-        if (m.first == key) return &m.second;
+    for (std::size_t i = 0; i < obj.keys.size(); ++i)
+        if (obj.keys[i] == key) return &obj.items[i];
     return nullptr;
 }
 
@@ -282,13 +283,15 @@ Safetensors parse_safetensors(std::vector<std::byte> bytes, const std::string& s
     const std::span<const std::byte> data = std::span(b).subspan(data_begin);
 
     std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
-    for (const auto& [name, v] : root.members) {
+    for (std::size_t i = 0; i < root.keys.size(); ++i) {
+        const std::string& name = root.keys[i];
+        const Json& v = root.items[i];
         if (name == "__metadata__") {
             if (v.kind != Json::object) safetensors_fail(source, "__metadata__ is not an object");
-            for (const auto& [k, mv] : v.members) {
-                if (mv.kind != Json::string)
-                    safetensors_fail(source, "metadata \"" + k + "\" is not a string");
-                file.metadata.emplace_back(k, mv.text);
+            for (std::size_t j = 0; j < v.keys.size(); ++j) {
+                if (v.items[j].kind != Json::string)
+                    safetensors_fail(source, "metadata \"" + v.keys[j] + "\" is not a string");
+                file.metadata.emplace_back(v.keys[j], v.items[j].text);
             }
             continue;
         }
