@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything chainlet builds, tests, trains and benchmarks with, from Debian/Ubuntu packages.
-#   scripts/install-deps.sh            build + tests (incl. the PyTorch round trip) + examples (+ the Fashion-MNIST data set)
+#   scripts/install-deps.sh            build + tests + examples (+ the Fashion-MNIST data set)
 #   scripts/install-deps.sh --compare  also LibTorch, PyTorch and OpenBLAS for the side-by-side benchmarks
 set -euo pipefail
 

@@ -234,6 +234,17 @@ TEST_CASE("Checkpoint: a newer format version is refused by name", "[checkpoint]
                  Catch::Contains("v2.ckpt: format version 2 is not supported"));
 }
 
+TEST_CASE("Checkpoint: sections of an unknown kind are skipped (room for later additions)", "[checkpoint]") {
+    const auto p = params<Mlp, float>(9);
+    const std::vector<std::byte> extra(13, std::byte{0xAB});
+    const auto bytes = detail::encode_checkpoint(
+        ElementType::f32, Mlp::num_params, architecture<Mlp>::text(),
+        {{static_cast<detail::SectionKind>(99), extra}, {detail::SectionKind::params, std::as_bytes(std::span(p))}});
+    std::vector<float> q(Mlp::num_params);
+    load_checkpoint_bytes<Mlp>(bytes, "future.ckpt", q);
+    REQUIRE(q == p);
+}
+
 TEST_CASE("Checkpoint: a save that fails half-way leaves the previous checkpoint intact", "[checkpoint]") {
     TempDir dir;
     const std::string path = dir.file("model.ckpt");
