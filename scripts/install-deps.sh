@@ -10,8 +10,10 @@ packages=(cmake ninja-build g++ make libeigen3-dev libxsimd-dev catch2 libbenchm
           dataset-fashion-mnist)
 packages+=(pkg-config)  # the installed-package test builds a program from `pkg-config --cflags --libs chainlet`
 packages+=(liblbfgs-dev)  # examples/neural_ode --optimizer lbfgs
+# The PyTorch round-trip test (tests/pytorch_roundtrip.py) runs in CI, so torch and numpy are base packages.
+packages+=(python3-torch python3-numpy)
 if [[ "${1:-}" == "--compare" ]]; then
-  packages+=(libtorch-dev python3-torch libopenblas0-openmp python3-matplotlib)
+  packages+=(libtorch-dev libopenblas0-openmp python3-matplotlib)
 fi
 # --sanitize: clang's ThreadSanitizer runtime and LLVM's OpenMP with its Archer tool (scripts/sanitize.sh);
 # --fuzz: clang with libFuzzer (scripts/fuzz.sh). Both come from libclang-rt-14-dev.

@@ -71,6 +71,16 @@ public:
     std::size_t steps() const { return t_; }
     std::span<const T> first_moment() const { return m_; }
     std::span<const T> second_moment() const { return v_; }
+    // Restores a state read back from first_moment(), second_moment() and steps() (a checkpoint).
+    // Empty moments mean "not started yet": step() then allocates them on first use.
+    void set_state(std::span<const T> m, std::span<const T> v, std::size_t steps) {
+        if (m.size() != v.size())
+            throw std::invalid_argument("Adam::set_state: " + std::to_string(m.size()) + " first moments but " +
+                                        std::to_string(v.size()) + " second moments");
+        m_.assign(m.begin(), m.end());
+        v_.assign(v.begin(), v.end());
+        t_ = steps;
+    }
 
 protected:
     T lr_, wd_, b1_, b2_, eps_;

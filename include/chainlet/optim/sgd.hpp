@@ -37,6 +37,8 @@ public:
     T learning_rate() const { return lr_; }
     void set_learning_rate(T lr) { lr_ = lr; }
     std::span<const T> velocity() const { return v_; }
+    // Restores a velocity read back from velocity() (a checkpoint); empty means "not started yet".
+    void set_velocity(std::span<const T> v) { v_.assign(v.begin(), v.end()); }
 
 private:
     T lr_, mu_;

@@ -1,0 +1,215 @@
+// Checkpoints: a chain's parameters, and optionally its optimiser's state (Adam/AdamW moments and step
+// count, SGD velocity), in a versioned little-endian binary file whose header names the element type
+// and the chain's architecture (chainlet::architecture<Net>::text()) and which ends in a CRC-32 of
+// everything before it. The byte layout and the versioning policy are in docs/checkpoints.md.
+//
+//   save_checkpoint<Net>("model.ckpt", params);            save_checkpoint<Net>("model.ckpt", params, adam);
+//   load_checkpoint<Net>("model.ckpt", params);            load_checkpoint<Net>("model.ckpt", params, adam);
+//
+// Saving is atomic: the bytes go to "<path>.tmp-<pid>", are fsynced, and the file is renamed over path,
+// so a failed or interrupted save leaves the previous checkpoint intact. Loading checks everything
+// (magic, version, checksum, element type, architecture, sizes) before it writes into the caller's
+// buffers, and reports any problem as CheckpointError naming the file. The *_bytes variants work on a
+// buffer in memory.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <ranges>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "chainlet/io/architecture.hpp"
+#include "chainlet/io/file.hpp"
+#include "chainlet/optim/adam.hpp"
+#include "chainlet/optim/sgd.hpp"
+
+namespace chainlet {
+
+static_assert(std::endian::native == std::endian::little,
+              "chainlet's checkpoint and safetensors files store raw little-endian values");
+
+struct CheckpointError : IoError {
+    using IoError::IoError;
+};
+
+enum class ElementType : std::uint32_t { f32 = 1, f64 = 2 };
+
+template <class T>
+constexpr ElementType element_type_of() {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "checkpoints hold float or double values");
+    return std::is_same_v<T, float> ? ElementType::f32 : ElementType::f64;
+}
+
+namespace detail {
+
+inline constexpr std::uint32_t checkpoint_version = 1;
+enum class SectionKind : std::uint32_t { params = 1, adam = 2, sgd = 3 };
+
+struct CheckpointSection {
+    SectionKind kind;
+    std::span<const std::byte> data;
+};
+
+// A checkpoint whose structure and checksum were verified; the spans point into the parsed buffer.
+struct CheckpointView {
+    std::uint32_t version = 0;
+    ElementType type = ElementType::f32;
+    std::uint64_t num_params = 0;
+    std::string architecture;
+    std::vector<CheckpointSection> sections;
+};
+
+std::vector<std::byte> encode_checkpoint(ElementType type, std::uint64_t num_params, const std::string& architecture,
+                                         const std::vector<CheckpointSection>& sections);
+// Checks magic, version, lengths and checksum; source names the file in error messages.
+CheckpointView parse_checkpoint(std::span<const std::byte> bytes, const std::string& source);
+// Checks that the file holds `type` values for `architecture` with num_params parameters.
+void check_checkpoint(const CheckpointView& view, const std::string& source, ElementType type,
+                      std::uint64_t num_params, const std::string& architecture);
+// The section of that kind, or nullptr.
+const CheckpointSection* find_section(const CheckpointView& view, SectionKind kind);
+[[noreturn]] void checkpoint_fail(const std::string& source, const std::string& what);
+
+template <class T>
+void append_values(std::vector<std::byte>& out, std::span<const T> v) {
+    const auto b = std::as_bytes(v);
+    out.insert(out.end(), b.begin(), b.end());
+}
+inline void append_u64(std::vector<std::byte>& out, std::uint64_t x) {
+    append_values(out, std::span<const std::uint64_t>(&x, 1));
+}
+
+// Optimiser state as section bytes, and back. Adam: u64 steps, u64 count (0 or num_params), m, v.
+// SGD: u64 count, velocity.
+template <class T>
+std::vector<std::byte> optimizer_bytes(const AdamW<T>& opt) {
+    std::vector<std::byte> out;
+    append_u64(out, opt.steps());
+    append_u64(out, opt.first_moment().size());
+    append_values(out, opt.first_moment());
+    append_values(out, opt.second_moment());
+    return out;
+}
+template <class T>
+std::vector<std::byte> optimizer_bytes(const SGD<T>& opt) {
+    std::vector<std::byte> out;
+    append_u64(out, opt.velocity().size());
+    append_values(out, opt.velocity());
+    return out;
+}
+template <class T>
+constexpr SectionKind optimizer_kind(const AdamW<T>*) { return SectionKind::adam; }
+template <class T>
+constexpr SectionKind optimizer_kind(const SGD<T>*) { return SectionKind::sgd; }
+inline const char* section_name(SectionKind k) {
+    return k == SectionKind::adam ? "Adam/AdamW" : k == SectionKind::sgd ? "SGD" : "parameter";
+}
+
+// Reads `count` values from bytes at pos after checking the section is long enough.
+template <class T>
+std::vector<T> read_values(std::span<const std::byte> bytes, std::size_t& pos, std::uint64_t count,
+                           const std::string& source, const char* what) {
+    if (count > (bytes.size() - pos) / sizeof(T))
+        checkpoint_fail(source, std::string(what) + ": needs " + std::to_string(count) + " values, only " +
+                                    std::to_string((bytes.size() - pos) / sizeof(T)) + " are stored");
+    std::vector<T> v(static_cast<std::size_t>(count));
+    if (count) std::memcpy(v.data(), bytes.data() + pos, v.size() * sizeof(T));
+    pos += v.size() * sizeof(T);
+    return v;
+}
+
+template <class T, class Opt>
+void restore_optimizer(const CheckpointView& view, const std::string& source, std::uint64_t num_params, Opt& opt) {
+    constexpr SectionKind kind = optimizer_kind(static_cast<const Opt*>(nullptr));
+    const CheckpointSection* s = find_section(view, kind);
+    if (!s) {
+        std::string has;
+        for (const auto& e : view.sections)
+            if (e.kind != SectionKind::params) has += std::string(has.empty() ? "" : ", ") + section_name(e.kind);
+        checkpoint_fail(source, std::string("no ") + section_name(kind) + " optimiser state to load (the file holds " +
+                                    (has.empty() ? "parameters only" : "state for " + has) + ")");
+    }
+    std::size_t pos = 0;
+    auto u64 = [&](const char* what) { return read_values<std::uint64_t>(s->data, pos, 1, source, what)[0]; };
+    const std::uint64_t steps = kind == SectionKind::adam ? u64("Adam step count") : 0;
+    const std::uint64_t count = u64("optimiser state size");
+    if (count != 0 && count != num_params)
+        checkpoint_fail(source, "the optimiser state has " + std::to_string(count) + " values per buffer, expected " +
+                                    std::to_string(num_params) + " (or 0)");
+    const auto first = read_values<T>(s->data, pos, count, source, "optimiser state");
+    if constexpr (kind == SectionKind::adam) {
+        const auto second = read_values<T>(s->data, pos, count, source, "Adam second moments");
+        if (pos != s->data.size()) checkpoint_fail(source, "the Adam state section has trailing bytes");
+        opt.set_state(first, second, static_cast<std::size_t>(steps));
+    } else {
+        if (pos != s->data.size()) checkpoint_fail(source, "the SGD state section has trailing bytes");
+        opt.set_velocity(first);
+    }
+}
+
+template <class Net, class T>
+void check_params(std::size_t size, const char* where) {
+    if (size != Net::num_params)
+        throw std::invalid_argument(std::string(where) + ": the parameter buffer has " + std::to_string(size) +
+                                    " elements, expected " + std::to_string(Net::num_params));
+}
+
+template <class Net, class P>
+using param_t = std::remove_cvref_t<std::ranges::range_value_t<P>>;
+
+}  // namespace detail
+
+// The checkpoint file's bytes for parameters p (and optionally an optimiser's state).
+template <class Net, std::ranges::contiguous_range P, class... Opt>
+std::vector<std::byte> checkpoint_bytes(const P& p, const Opt&... opt) {
+    static_assert(sizeof...(Opt) <= 1, "checkpoint_bytes: at most one optimiser");
+    using T = detail::param_t<Net, P>;
+    detail::check_params<Net, T>(std::ranges::size(p), "save_checkpoint");
+    std::vector<detail::CheckpointSection> sections{
+        {detail::SectionKind::params, std::as_bytes(std::span<const T>(std::ranges::data(p), Net::num_params))}};
+    std::vector<std::byte> state;
+    if constexpr (sizeof...(Opt) == 1) {
+        (
+            [&] {
+                state = detail::optimizer_bytes(opt);
+                sections.push_back({detail::optimizer_kind(&opt), state});
+            }(),
+            ...);
+    }
+    return detail::encode_checkpoint(element_type_of<T>(), Net::num_params, architecture<Net>::text(), sections);
+}
+
+// Writes the checkpoint atomically (see the top of this file).
+template <class Net, std::ranges::contiguous_range P, class... Opt>
+void save_checkpoint(const std::string& path, const P& p, const Opt&... opt) {
+    const auto bytes = checkpoint_bytes<Net>(p, opt...);
+    detail::write_file_atomically(path, bytes);
+}
+
+// Loads parameters (and the optimiser's state, if one is given) from a checkpoint in memory; source
+// names it in error messages. Nothing is written unless the whole checkpoint is valid for Net and T.
+template <class Net, std::ranges::contiguous_range P, class... Opt>
+void load_checkpoint_bytes(std::span<const std::byte> bytes, const std::string& source, P&& p, Opt&... opt) {
+    static_assert(sizeof...(Opt) <= 1, "load_checkpoint: at most one optimiser");
+    using T = detail::param_t<Net, P>;
+    detail::check_params<Net, T>(std::ranges::size(p), "load_checkpoint");
+    const auto view = detail::parse_checkpoint(bytes, source);
+    detail::check_checkpoint(view, source, element_type_of<T>(), Net::num_params, architecture<Net>::text());
+    const auto* params = detail::find_section(view, detail::SectionKind::params);
+    // check_checkpoint guarantees the parameter section exists with num_params values.
+    if constexpr (sizeof...(Opt) == 1) (detail::restore_optimizer<T>(view, source, Net::num_params, opt), ...);
+    std::memcpy(std::ranges::data(p), params->data.data(), Net::num_params * sizeof(T));
+}
+
+template <class Net, std::ranges::contiguous_range P, class... Opt>
+void load_checkpoint(const std::string& path, P&& p, Opt&... opt) {
+    const auto bytes = detail::read_whole_file(path);
+    load_checkpoint_bytes<Net>(bytes, path, p, opt...);
+}
+
+}  // namespace chainlet

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""PyTorch round trip of chainlet's safetensors export/import (run by ctest as pytorch_roundtrip).
+
+  pytorch_roundtrip.py <path to the pytorch_roundtrip program> <work dir>
+
+1. chainlet -> PyTorch: the C++ program exports trained models (an MLP with tanh, a small conv chain,
+   LeNet5; float32 and float64) and its predictions on fixed inputs; this script reads the files with
+   json + numpy only, builds the equivalent nn.Sequential (written out here, independently of the C++
+   side), loads the weights with load_state_dict(strict=True) and compares the predictions.
+2. PyTorch -> chainlet: this script writes safetensors files of freshly initialised PyTorch models and
+   their predictions; the C++ program imports them and compares its own predictions.
+Predictions agree when max|a - b| <= 1e-5 max|reference|. Exits 77 (ctest's SKIP_RETURN_CODE) when
+torch or numpy cannot be imported.
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    import torch
+    from torch import nn
+except ImportError as e:  # the test is skipped, visibly
+    print(f"SKIP: PyTorch round trip needs torch and numpy in {sys.executable}: {e}")
+    sys.exit(77)
+
+TOLERANCE = 1e-5
+DTYPES = {"F32": (np.float32, torch.float32), "F64": (np.float64, torch.float64)}
+
+
+def mlp():
+    return nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 8), nn.Tanh(), nn.Linear(8, 3))
+
+
+def smallconv():  # chainlet: Input<12,10,2>, Conv<3,3,4,ReLU>, MaxPool<2>, Conv<3,3,5,Tanh,same>, MaxPool<2>, ...
+    return nn.Sequential(nn.Conv2d(2, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(4, 5, 3, padding="same"),
+                         nn.Tanh(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(5 * 2 * 2, 7), nn.Tanh(),
+                         nn.Linear(7, 3))
+
+
+def lenet5():
+    return nn.Sequential(nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(256, 120), nn.ReLU(), nn.Linear(120, 84),
+                         nn.ReLU(), nn.Linear(84, 10))
+
+
+MODELS = {"mlp": mlp, "smallconv": smallconv, "lenet5": lenet5}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    body = data[8 + n:]
+    tensors = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = t["data_offsets"]
+        np_type = DTYPES[t["dtype"]][0]
+        tensors[name] = np.frombuffer(body[b:e], dtype=np.dtype(np_type).newbyteorder("<")).reshape(t["shape"])
+    return tensors
+
+
+def write_safetensors(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name, a in tensors.items():
+        a = np.ascontiguousarray(a)
+        dtype = "F32" if a.dtype == np.float32 else "F64"
+        raw = a.astype(a.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def to_torch_input(x):
+    """chainlet's sample layout (H, W, C) -> PyTorch's (C, H, W); flat inputs are unchanged."""
+    return x.transpose(0, 3, 1, 2) if x.ndim == 4 else x
+
+
+def to_chainlet_input(x):
+    return x.transpose(0, 2, 3, 1) if x.ndim == 4 else x
+
+
+def relative_error(a, ref):
+    return float(np.max(np.abs(a - ref)) / np.max(np.abs(ref)))
+
+
+def main():
+    tool, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    print(f"torch {torch.__version__}, numpy {np.__version__}")
+    subprocess.run([tool, "export", work], check=True)
+    failures = 0
+
+    # chainlet -> PyTorch
+    for dtype, (np_type, torch_type) in DTYPES.items():
+        for name, build in MODELS.items():
+            stem = os.path.join(work, f"{name}_{dtype}")
+            params = read_safetensors(stem + ".safetensors")
+            io = read_safetensors(stem + "_io.safetensors")
+            model = build().to(torch_type)
+            model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in params.items()}, strict=True)
+            with torch.no_grad():
+                out = model(torch.from_numpy(to_torch_input(io["inputs"]).copy())).numpy()
+            err = relative_error(out, io["outputs"])
+            ok = err <= TOLERANCE and out.dtype == np_type
+            failures += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} chainlet -> torch {name} {dtype}: max |diff| / max |chainlet| = {err:.3g}")
+
+    # PyTorch -> chainlet
+    torch.manual_seed(5)
+    rng = np.random.default_rng(6)
+    for dtype, (np_type, torch_type) in DTYPES.items():
+        for name, build in MODELS.items():
+            model = build().to(torch_type)
+            shape = {"mlp": (5, 4), "smallconv": (5, 2, 12, 10), "lenet5": (5, 1, 28, 28)}[name]
+            x = rng.standard_normal(shape).astype(np_type)
+            with torch.no_grad():
+                out = model(torch.from_numpy(x)).numpy()
+            stem = os.path.join(work, f"{name}_{dtype}_torch")
+            write_safetensors(stem + ".safetensors", {k: v.numpy() for k, v in model.state_dict().items()})
+            write_safetensors(stem + "_io.safetensors", {"inputs": to_chainlet_input(x), "outputs": out})
+    result = subprocess.run([tool, "import", work])
+    failures += result.returncode != 0
+    print("PyTorch round trip:", "FAILED" if failures else "passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
