@@ -82,8 +82,8 @@ void write_file_atomically(const std::string& path, std::span<const std::byte> b
         fail_errno(path, "cannot rename " + tmp + " over it", err);
     }
     // Make the rename itself durable (best effort: some file systems refuse fsync on directories).
-    std::string dir = std::filesystem::path(path).parent_path().string();
-    if (dir.empty()) dir = ".";
+    std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    if (dir.empty()) dir = std::filesystem::path(".");
     Fd d;
     d.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (d.fd >= 0) ::fsync(d.fd);

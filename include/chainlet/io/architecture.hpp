@@ -159,7 +159,7 @@ struct architecture<Chain<Input<Dims...>, Layers...>> {
     static std::string text() {
         std::string s = "Input[" + detail::join_dims({Dims...}, ",") + "]";
         [&]<std::size_t... I>(std::index_sequence<I...>) {
-            ((s += " " + layer_info<Layers>::describe(in_dims<I>())), ...);
+            ((s.append(" ").append(layer_info<Layers>::describe(in_dims<I>()))), ...);
         }(std::index_sequence_for<Layers...>{});
         return s;
     }
