@@ -18,6 +18,7 @@
 #include "../fuzz/fuzz_checkpoint.cpp"
 #include "chainlet/chainlet.hpp"
 #include "chainlet/io/checkpoint.hpp"
+#include "files.hpp"
 #include "support.hpp"
 
 using namespace chainlet;
@@ -30,28 +31,8 @@ using MlpRelu = Chain<Input<3>, Dense<5, ReLU>, Dense<2>>;  // same sizes, anoth
 using MlpWide = Chain<Input<3>, Dense<6, Tanh>, Dense<2>>;
 using SmallConv = fuzz_checkpoint::Net;
 
-// A fresh directory under the system's temporary directory, removed at the end of the test.
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        path = fs::temp_directory_path() / ("chainlet-ckpt-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-    static int& counter() {
-        static int c = 0;
-        return c;
-    }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-std::vector<std::byte> file_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::vector<std::byte> b(c.size());
-    std::memcpy(b.data(), c.data(), c.size());
-    return b;
-}
+using test::file_bytes;
+using test::TempDir;
 
 template <class Net, class T>
 std::vector<T> params(std::uint64_t seed) {
@@ -291,25 +272,22 @@ TEST_CASE("Checkpoint: a save that fails half-way leaves the previous checkpoint
 
 TEST_CASE("Checkpoint: the fuzzer's seeds load and its regression inputs are rejected cleanly", "[checkpoint][fuzz]") {
     const fs::path root = CHAINLET_SOURCE_DIR;
-    std::size_t seeds = 0;
-    for (const auto& e : fs::directory_iterator(root / "fuzz/corpus/fuzz_checkpoint")) {
-        const auto bytes = file_bytes(e.path().string());
+    auto fuzz_one = [](const std::vector<std::byte>& bytes) {
+        LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+    };
+    const std::size_t seeds = test::for_each_file(root / "fuzz/corpus/fuzz_checkpoint", [&](const auto& bytes, const fs::path& path) {
         std::vector<float> pf(SmallConv::num_params);
         std::vector<double> pd(SmallConv::num_params);
-        INFO(e.path());
-        if (e.path().string().find("f64") != std::string::npos)
-            REQUIRE_NOTHROW(load_checkpoint_bytes<SmallConv>(bytes, e.path().string(), pd));
+        INFO(path);
+        if (path.string().find("f64") != std::string::npos)
+            REQUIRE_NOTHROW(load_checkpoint_bytes<SmallConv>(bytes, path.string(), pd));
         else
-            REQUIRE_NOTHROW(load_checkpoint_bytes<SmallConv>(bytes, e.path().string(), pf));
-        LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
-        ++seeds;
-    }
+            REQUIRE_NOTHROW(load_checkpoint_bytes<SmallConv>(bytes, path.string(), pf));
+        fuzz_one(bytes);
+    });
     REQUIRE(seeds >= 2);
-    const fs::path regressions = root / "tests/data/fuzz/fuzz_checkpoint";
-    if (fs::exists(regressions))
-        for (const auto& e : fs::directory_iterator(regressions)) {
-            const auto bytes = file_bytes(e.path().string());
-            INFO(e.path());
-            LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
-        }
+    test::for_each_file(root / "tests/data/fuzz/fuzz_checkpoint", [&](const auto& bytes, const fs::path& path) {
+        INFO(path);
+        fuzz_one(bytes);
+    });
 }

@@ -2,7 +2,6 @@
 // each error must name the file and the problem.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
 #include <zlib.h>
 
 #include <cstdio>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "chainlet/io/idx.hpp"
+#include "files.hpp"
 
 using namespace chainlet;
 namespace fs = std::filesystem;
@@ -26,26 +26,21 @@ std::vector<unsigned char> idx_bytes(std::vector<std::uint32_t> dims, const std:
     return b;
 }
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        path = fs::temp_directory_path() / ("chainlet_idx_test_" + std::to_string(::getpid()));
-        fs::create_directories(path);
+using test::TempDir;
+
+// Writes bytes to dir/name, gzip-compressed if gz; returns the path.
+std::string write(const TempDir& dir, const std::string& name, const std::vector<unsigned char>& bytes, bool gz) {
+    const std::string p = dir.file(name);
+    if (gz) {
+        gzFile f = gzopen(p.c_str(), "wb");
+        gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+        gzclose(f);
+    } else {
+        std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                                 static_cast<std::streamsize>(bytes.size()));
     }
-    ~TempDir() { fs::remove_all(path); }
-    std::string write(const std::string& name, const std::vector<unsigned char>& bytes, bool gz) {
-        const std::string p = (path / name).string();
-        if (gz) {
-            gzFile f = gzopen(p.c_str(), "wb");
-            gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
-            gzclose(f);
-        } else {
-            std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                                     static_cast<std::streamsize>(bytes.size()));
-        }
-        return p;
-    }
-};
+    return p;
+}
 
 std::vector<unsigned char> ramp(std::size_t n) {
     std::vector<unsigned char> v(n);
@@ -58,7 +53,7 @@ std::vector<unsigned char> ramp(std::size_t n) {
 TEST_CASE("IDX: reads raw and gzip files", "[idx]") {
     TempDir dir;
     for (bool gz : {false, true}) {
-        const auto p = dir.write(gz ? "a.gz" : "a", idx_bytes({3, 2, 5}, ramp(30)), gz);
+        const auto p = write(dir, gz ? "a.gz" : "a", idx_bytes({3, 2, 5}, ramp(30)), gz);
         const IdxArray a = read_idx(p, 3);
         REQUIRE(a.dims == std::vector<std::size_t>{3, 2, 5});
         REQUIRE(a.data == ramp(30));
@@ -73,22 +68,22 @@ TEST_CASE("IDX: every broken file is a clear error naming the file", "[idx][erro
         REQUIRE_THROWS_WITH(read_idx(file, rank), Catch::StartsWith(file + ": ") && Catch::Contains(what));
     };
     expect((dir.path / "missing.gz").string(), "no such file");
-    expect(dir.write("empty", {}, false), "truncated: the header");
-    expect(dir.write("magic", {1, 2, 8, 1, 0, 0, 0, 1, 5}, false), "bad magic number");
-    expect(dir.write("type", idx_bytes({2}, {1, 2}, 0x0D), false), "element type 13 is not supported");
-    expect(dir.write("rank", idx_bytes({2, 2}, {1, 2, 3, 4}), false), "has 2 dimensions, expected 1", 1);
+    expect(write(dir, "empty", {}, false), "truncated: the header");
+    expect(write(dir, "magic", {1, 2, 8, 1, 0, 0, 0, 1, 5}, false), "bad magic number");
+    expect(write(dir, "type", idx_bytes({2}, {1, 2}, 0x0D), false), "element type 13 is not supported");
+    expect(write(dir, "rank", idx_bytes({2, 2}, {1, 2, 3, 4}), false), "has 2 dimensions, expected 1", 1);
     auto short_data = idx_bytes({4, 4}, ramp(16));
     short_data.resize(short_data.size() - 3);
-    expect(dir.write("short.gz", short_data, true), "truncated: the data needs 16 bytes, only 13");
+    expect(write(dir, "short.gz", short_data, true), "truncated: the data needs 16 bytes, only 13");
     auto short_dims = idx_bytes({4, 4}, {});
     short_dims.resize(9);
-    expect(dir.write("dims", short_dims, false), "truncated: the dimensions");
+    expect(write(dir, "dims", short_dims, false), "truncated: the dimensions");
     auto long_data = idx_bytes({2}, {1, 2});
     long_data.push_back(9);
-    expect(dir.write("long", long_data, false), "trailing bytes");
-    expect(dir.write("zero", idx_bytes({0}, {}), false), "dimension 0 is zero");
+    expect(write(dir, "long", long_data, false), "trailing bytes");
+    expect(write(dir, "zero", idx_bytes({0}, {}), false), "dimension 0 is zero");
     // A gzip file with its compressed bytes damaged.
-    const auto good = dir.write("bad.gz", idx_bytes({64, 64}, ramp(4096)), true);
+    const auto good = write(dir, "bad.gz", idx_bytes({64, 64}, ramp(4096)), true);
     std::vector<char> bytes;
     {
         std::ifstream in(good, std::ios::binary);
@@ -103,18 +98,18 @@ TEST_CASE("IDX: every broken file is a clear error naming the file", "[idx][erro
 
 TEST_CASE("IDX data set: pixels as stored, labels checked against the images and the classes", "[idx]") {
     TempDir dir;
-    dir.write("train-images-idx3-ubyte.gz", idx_bytes({3, 2, 2}, {0, 255, 51, 102, 0, 0, 0, 0, 1, 2, 3, 4}), true);
-    dir.write("train-labels-idx1-ubyte", idx_bytes({3}, {9, 0, 4}), false);
+    write(dir, "train-images-idx3-ubyte.gz", idx_bytes({3, 2, 2}, {0, 255, 51, 102, 0, 0, 0, 0, 1, 2, 3, 4}), true);
+    write(dir, "train-labels-idx1-ubyte", idx_bytes({3}, {9, 0, 4}), false);
     const ImageDataset d = load_idx_dataset(dir.path.string(), "train");
     REQUIRE(d.count == 3);
     REQUIRE(d.height == 2);
     REQUIRE(d.width == 2);
     REQUIRE(d.pixels == std::vector<std::uint8_t>{0, 255, 51, 102, 0, 0, 0, 0, 1, 2, 3, 4});
     REQUIRE(d.labels == std::vector<std::int32_t>{9, 0, 4});
-    dir.write("t10k-images-idx3-ubyte.gz", idx_bytes({3, 2, 2}, ramp(12)), true);
-    dir.write("t10k-labels-idx1-ubyte.gz", idx_bytes({2}, {1, 2}), true);
+    write(dir, "t10k-images-idx3-ubyte.gz", idx_bytes({3, 2, 2}, ramp(12)), true);
+    write(dir, "t10k-labels-idx1-ubyte.gz", idx_bytes({2}, {1, 2}), true);
     REQUIRE_THROWS_WITH(load_idx_dataset(dir.path.string(), "t10k"), Catch::Contains("holds 3 images but"));
-    dir.write("t10k-labels-idx1-ubyte.gz", idx_bytes({3}, {1, 2, 10}), true);
+    write(dir, "t10k-labels-idx1-ubyte.gz", idx_bytes({3}, {1, 2, 10}), true);
     REQUIRE_THROWS_WITH(load_idx_dataset(dir.path.string(), "t10k"), Catch::Contains("label 10 of sample 2 is not below 10"));
     REQUIRE_THROWS_WITH(load_idx_dataset(dir.path.string(), "nope"), Catch::Contains("no such file"));
 }

@@ -14,8 +14,10 @@
 #include "../fuzz/fuzz_safetensors.cpp"
 #include "chainlet/chainlet.hpp"
 #include "chainlet/io/safetensors.hpp"
+#include "files.hpp"
 
 using namespace chainlet;
+using test::file_bytes;
 namespace fs = std::filesystem;
 
 namespace {
@@ -33,13 +35,6 @@ std::vector<T> counting_params() {
     return p;
 }
 
-std::vector<std::byte> file_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::vector<std::byte> b(c.size());
-    std::memcpy(b.data(), c.data(), c.size());
-    return b;
-}
 
 // A file with the given JSON header (padded to 8 bytes) and data bytes.
 std::vector<std::byte> handmade(std::string header, std::size_t data_bytes) {
@@ -206,21 +201,18 @@ TEST_CASE("safetensors: bad files are clear errors", "[safetensors]") {
 TEST_CASE("safetensors: the fuzzer's seeds import and its regression inputs are rejected cleanly",
           "[safetensors][fuzz]") {
     const fs::path root = CHAINLET_SOURCE_DIR;
-    std::size_t seeds = 0;
-    for (const auto& e : fs::directory_iterator(root / "fuzz/corpus/fuzz_safetensors")) {
-        const auto bytes = file_bytes(e.path().string());
-        std::vector<double> p(SmallConv::num_params);
-        INFO(e.path());
-        REQUIRE_NOTHROW(import_safetensors_bytes<SmallConv>(bytes, e.path().string(), p));
+    auto fuzz_one = [](const std::vector<std::byte>& bytes) {
         LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
-        ++seeds;
-    }
+    };
+    const std::size_t seeds = test::for_each_file(root / "fuzz/corpus/fuzz_safetensors", [&](const auto& bytes, const fs::path& path) {
+        std::vector<double> p(SmallConv::num_params);
+        INFO(path);
+        REQUIRE_NOTHROW(import_safetensors_bytes<SmallConv>(bytes, path.string(), p));
+        fuzz_one(bytes);
+    });
     REQUIRE(seeds >= 2);
-    const fs::path regressions = root / "tests/data/fuzz/fuzz_safetensors";
-    if (fs::exists(regressions))
-        for (const auto& e : fs::directory_iterator(regressions)) {
-            const auto bytes = file_bytes(e.path().string());
-            INFO(e.path());
-            LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
-        }
+    test::for_each_file(root / "tests/data/fuzz/fuzz_safetensors", [&](const auto& bytes, const fs::path& path) {
+        INFO(path);
+        fuzz_one(bytes);
+    });
 }
