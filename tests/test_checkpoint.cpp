@@ -121,6 +121,47 @@ TEMPLATE_TEST_CASE("Checkpoint: Adam and SGD state round-trip, so training resum
     REQUIRE(r == saved);
 }
 
+TEMPLATE_TEST_CASE("Checkpoint: fit stopped, saved, loaded and resumed with reset_optimizer = false gives the "
+                   "bits of one uninterrupted run",
+                   "[checkpoint][fit]", float, double) {
+    TempDir dir;
+    const std::string path = dir.file("resume.ckpt");
+    const auto x = test::random_vector<TestType>(40 * Mlp::in_size, 21);
+    const auto y = test::random_vector<TestType>(40 * Mlp::out_size, 22);
+    // Full batch, so that epoch k of the resumed run is the same computation as epoch k of the whole run
+    // (with shuffling, a new fit() call restarts the shuffle from FitOptions::seed).
+    FitOptions o;
+    o.batch = 0;
+    o.threads = 1;
+    o.epochs = 4;
+    auto full_whole = params<Mlp, TestType>(4);
+    Adam<TestType> adam_full(TestType(0.01));
+    fit<Mlp>(full_whole, SquaredError{}, x, y, adam_full, o);
+
+    auto first = params<Mlp, TestType>(4);
+    Adam<TestType> adam_first(TestType(0.01));
+    o.epochs = 2;
+    fit<Mlp>(first, SquaredError{}, x, y, adam_first, o);
+    save_checkpoint<Mlp>(path, first, adam_first);
+
+    std::vector<TestType> resumed(Mlp::num_params);
+    Adam<TestType> adam_resumed(TestType(0.01));
+    load_checkpoint<Mlp>(path, resumed, adam_resumed);
+    o.reset_optimizer = false;
+    fit<Mlp>(resumed, SquaredError{}, x, y, adam_resumed, o);
+    REQUIRE(adam_resumed.steps() == 4);
+    REQUIRE(resumed == full_whole);
+
+    // With the default (reset_optimizer = true) the moments restart from zero: a different result.
+    std::vector<TestType> restarted(Mlp::num_params);
+    Adam<TestType> adam_restarted(TestType(0.01));
+    load_checkpoint<Mlp>(path, restarted, adam_restarted);
+    o.reset_optimizer = true;
+    fit<Mlp>(restarted, SquaredError{}, x, y, adam_restarted, o);
+    REQUIRE(adam_restarted.steps() == 2);
+    REQUIRE(restarted != full_whole);
+}
+
 TEST_CASE("Checkpoint: an optimiser that has not stepped yet is saved and restored as not started", "[checkpoint]") {
     const auto p = params<Mlp, double>(3);
     Adam<double> fresh(0.01);

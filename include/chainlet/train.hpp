@@ -194,6 +194,10 @@ struct FitOptions {
     bool shuffle = true;          // reshuffle the samples every epoch (ignored for a full batch)
     int threads = 0;              // 0 = all cores (OpenMP's default)
     bool check_finite = false;    // check x and y with check_finite() before training (one pass over the data)
+    // true: start with opt.init(num_params), a fresh optimiser state. false: continue from the state opt
+    // holds, e.g. after load_checkpoint (chainlet's optimisers initialise themselves on their first step
+    // when empty and reject a state of the wrong size).
+    bool reset_optimizer = true;
     std::function<void(const StepInfo&)> on_step;    // after every optimiser step
     std::function<void(const EpochInfo&)> on_epoch;  // after every epoch
 };
@@ -249,7 +253,7 @@ FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitO
     std::vector<T> before_step(Net::num_params);
     std::vector<std::uint32_t> order(shuffle ? n : 0);
     std::iota(order.begin(), order.end(), 0u);
-    opt.init(Net::num_params);
+    if (o.reset_optimizer) opt.init(Net::num_params);
     Rng rng(o.seed);
 
     T* pp = std::ranges::data(p);
