@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "chainlet/chainlet.hpp"
+#include "chainlet/io/checkpoint.hpp"
 #include "chainlet/io/checksum.hpp"
 #include "chainlet/io/idx.hpp"
 #include "common/args.hpp"
@@ -64,7 +65,7 @@ int train_and_report(examples::Args& args, bool use_mpi);
 int main(int argc, char** argv) {
     examples::Args args(argc, argv,
                         "usage: lenet5 [--data DIR] [--epochs N] [--batch N] [--lr X] [--threads T] [--seed S] [--limit N]\n"
-                        "              [--mpi]\n"
+                        "              [--save PATH] [--resume PATH] [--mpi]\n"
                         "  --data     directory of MNIST-format IDX files (default /usr/share/datasets/fashion-mnist)\n"
                         "  --epochs   passes over the training set (default 10)\n"
                         "  --batch    samples per Adam step (default 64)\n"
@@ -72,6 +73,8 @@ int main(int argc, char** argv) {
                         "  --threads  OpenMP threads, 0 = all cores (default 0)\n"
                         "  --seed     seed of the initial parameters and the shuffling (default 1)\n"
                         "  --limit    use only the first N training images (default: all)\n"
+                        "  --save     write a checkpoint (parameters + Adam state) to PATH after every epoch\n"
+                        "  --resume   start from the checkpoint PATH and train --epochs more epochs\n"
                         "  --mpi      data-parallel over the ranks of `mpirun -np P lenet5 --mpi` (use --threads 1\n"
                         "             or OMP_NUM_THREADS per rank); needs a build with CHAINLET_MPI\n",
                         {"mpi"});
@@ -106,6 +109,8 @@ int train_and_report(examples::Args& args, bool use_mpi) {
     const int threads = static_cast<int>(args.integer("threads", 0, 0, 1024));
     const auto seed = args.integer("seed", 1, 0, UINT64_MAX);
     const auto limit = args.integer("limit", 0, 0, UINT64_MAX);
+    const std::string save_path = args.text("save", "");
+    const std::string resume_path = args.text("resume", "");
     args.finish();
 
     ImageDataset train, test;
@@ -146,17 +151,36 @@ int train_and_report(examples::Args& args, bool use_mpi) {
     std::vector<float> p(LeNet5::num_params);
     init_params<LeNet5>(p, seed);
     Adam opt(static_cast<float>(lr));
+    std::uint64_t shuffle_seed = seed;
+    if (!resume_path.empty()) {  // every rank loads the same file, so all start alike
+        try {
+            load_checkpoint<LeNet5>(resume_path, p, opt);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "error: %s\n", e.what());
+            return 1;
+        }
+        // A new fit() restarts the shuffle from its seed: offset it by the steps already taken so the
+        // resumed epochs do not repeat the first epochs' order.
+        shuffle_seed = seed + opt.steps();
+        if (rank0) std::printf("resumed from %s after %zu Adam steps\n", resume_path.c_str(), opt.steps());
+    }
     examples::Progress bar;
     FitOptions o;
     o.epochs = epochs;
     o.batch = batch;
-    o.seed = seed;
+    o.seed = shuffle_seed;
     o.threads = threads;
+    o.reset_optimizer = resume_path.empty();
     o.on_step = [&](const StepInfo& s) { bar.update(s.epoch, s.step, s.steps_per_epoch, s.loss); };
     o.on_epoch = [&](const EpochInfo& e) {
         bar.finish();
         std::printf("epoch=%zu seconds=%.3f train_loss=%.5f test_accuracy=%.4f\n", e.epoch, e.seconds, e.loss,
                     accuracy(p, test, test_x, threads));
+        // on_epoch runs on rank 0 only under --mpi, so one process writes the file (atomically).
+        if (!save_path.empty()) {
+            save_checkpoint<LeNet5>(save_path, p, opt);
+            std::printf("saved %s\n", save_path.c_str());
+        }
         std::fflush(stdout);
     };
     try {

@@ -45,7 +45,8 @@ struct shape_dims<Shape<D...>> {
 
 inline std::string join_dims(const std::vector<std::size_t>& d, const char* sep) {
     std::string s;
-    for (std::size_t i = 0; i < d.size(); ++i) s += (i ? sep : "") + std::to_string(d[i]);
+    // append() rather than `const char* + std::string`, on which g++ 12 raises a false -Wrestrict.
+    for (std::size_t i = 0; i < d.size(); ++i) s.append(i ? sep : "").append(std::to_string(d[i]));
     return s;
 }
 
@@ -157,7 +158,8 @@ struct architecture<Chain<Input<Dims...>, Layers...>> {
 
     // e.g. "Input[28,28,1] Conv[5x5,6,relu,valid] MaxPool[2x2] Flatten Dense[10,identity]"
     static std::string text() {
-        std::string s = "Input[" + detail::join_dims({Dims...}, ",") + "]";
+        std::string s = "Input[";
+        s.append(detail::join_dims({Dims...}, ",")).append("]");
         [&]<std::size_t... I>(std::index_sequence<I...>) {
             ((s.append(" ").append(layer_info<Layers>::describe(in_dims<I>()))), ...);
         }(std::index_sequence_for<Layers...>{});
