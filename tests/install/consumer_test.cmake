@@ -4,7 +4,9 @@
 #   2. the same project through add_subdirectory of the source tree,
 #   3. compiles tests/install/pkgconfig_main.cpp with `pkg-config --cflags --libs chainlet` and runs it,
 # checking each program's output. Any failing step fails the test.
-# Variables: SOURCE_DIR, BUILD_DIR, GENERATOR, MAKE_PROGRAM, CXX_COMPILER, CONFIG (may be empty).
+# Variables: SOURCE_DIR, BUILD_DIR, GENERATOR, MAKE_PROGRAM, CXX_COMPILER, CONFIG (may be empty),
+# SANITIZE (CHAINLET_SANITIZE of the build, may be empty: the consumers are then built with the same
+# -fsanitize flags, since an instrumented libchainlet.a needs the sanitizer runtime at link time).
 cmake_minimum_required(VERSION 3.25)
 foreach(v SOURCE_DIR BUILD_DIR GENERATOR CXX_COMPILER)
   if(NOT DEFINED ${v})
@@ -54,6 +56,11 @@ endif()
 if(CONFIG)
   list(APPEND gen_args "-DCMAKE_BUILD_TYPE=${CONFIG}")
 endif()
+set(sanitize_flags)
+if(SANITIZE)
+  set(sanitize_flags "-fsanitize=${SANITIZE}")
+  list(APPEND gen_args "-DCMAKE_CXX_FLAGS=${sanitize_flags}" "-DCMAKE_EXE_LINKER_FLAGS=${sanitize_flags}")
+endif()
 
 # Checks the consumer's line: params=65 and final_loss < initial_loss.
 function(check_consumer_output text label)
@@ -95,8 +102,8 @@ run("pkg-config --cflags --libs chainlet" "${PKG_CONFIG}" --cflags --libs chainl
 string(STRIP "${out}" flags)
 message(STATUS "pkg-config flags: ${flags}")
 separate_arguments(flags UNIX_COMMAND "${flags}")
-run("compile with pkg-config flags" "${CXX_COMPILER}" -std=c++20 -O2 "${SOURCE_DIR}/tests/install/pkgconfig_main.cpp"
-    ${flags} -o "${work}/pkgconfig_main")
+run("compile with pkg-config flags" "${CXX_COMPILER}" -std=c++20 -O2 ${sanitize_flags}
+    "${SOURCE_DIR}/tests/install/pkgconfig_main.cpp" ${flags} -o "${work}/pkgconfig_main")
 run("run the pkg-config program" "${work}/pkgconfig_main")
 if(NOT out MATCHES "before=([^ ]+) after=([^ \n]+)")
   message(FATAL_ERROR "pkg-config program: unexpected output:\n${out}")
