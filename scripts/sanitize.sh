@@ -23,7 +23,7 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 asan_done=$(date +%s)
 
 echo "== ThreadSanitizer (clang++, libomp + Archer): threaded tests =="
-tsan_tests=(test_fit test_repro test_finite test_pullback)
+tsan_tests=(test_fit test_repro test_finite)
 CXX=clang++ cmake -S . -B build-tsan "${common[@]}" -DCHAINLET_SANITIZE=thread -DCHAINLET_BUILD_EXAMPLES=OFF > /dev/null
 cmake --build build-tsan -j"$jobs" --target "${tsan_tests[@]}"
 # Archer sits next to the libomp the tests are linked with.
