@@ -54,7 +54,7 @@ void write_file_atomically(const std::string& path, std::span<const std::byte> b
     if (f.fd < 0) fail_errno(path, "cannot create the temporary file " + tmp, errno);
     // Any failure from here on removes the temporary file; the target is only touched by rename.
     auto abandon = [&](const std::string& what, int err) {
-        ::close(f.fd);
+        if (f.fd >= 0) ::close(f.fd);
         f.fd = -1;
         ::unlink(tmp.c_str());
         fail_errno(path, what + " (the previous file, if any, is unchanged)", err);
@@ -69,18 +69,10 @@ void write_file_atomically(const std::string& path, std::span<const std::byte> b
         done += static_cast<std::size_t>(w);
     }
     if (::fsync(f.fd) != 0) abandon("cannot fsync " + tmp, errno);
-    if (::close(f.fd) != 0) {
-        f.fd = -1;
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        fail_errno(path, "cannot close " + tmp, err);
-    }
+    const int closed = ::close(f.fd);
     f.fd = -1;
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        fail_errno(path, "cannot rename " + tmp + " over it", err);
-    }
+    if (closed != 0) abandon("cannot close " + tmp, errno);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) abandon("cannot rename " + tmp + " over it", errno);
     // Make the rename itself durable (best effort: some file systems refuse fsync on directories).
     std::filesystem::path dir = std::filesystem::path(path).parent_path();
     if (dir.empty()) dir = std::filesystem::path(".");

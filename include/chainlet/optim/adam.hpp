@@ -24,9 +24,9 @@ public:
         : lr_(lr), wd_(weight_decay), b1_(beta1), b2_(beta2), eps_(eps) {
         if (!(lr > 0) || !(weight_decay >= 0) || !(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1) || !(eps > 0))
             throw std::invalid_argument("Adam: need lr > 0, weight_decay >= 0, 0 <= beta1, beta2 < 1, eps > 0; got lr " +
-                                        detail::number(static_cast<double>(lr)) + ", weight_decay " + detail::number(static_cast<double>(weight_decay)) +
-                                        ", beta1 " + detail::number(static_cast<double>(beta1)) + ", beta2 " + detail::number(static_cast<double>(beta2)) +
-                                        ", eps " + detail::number(static_cast<double>(eps)));
+                                        detail::number(lr) + ", weight_decay " + detail::number(weight_decay) +
+                                        ", beta1 " + detail::number(beta1) + ", beta2 " + detail::number(beta2) +
+                                        ", eps " + detail::number(eps));
     }
 
     // Allocates the moment buffers (zeroed) and restarts the step count; step() calls it on first use.

@@ -17,8 +17,8 @@ class SGD {
 public:
     explicit SGD(T lr, T momentum = T(0)) : lr_(lr), mu_(momentum) {
         if (!(lr > 0) || !(momentum >= 0 && momentum < 1))
-            throw std::invalid_argument("SGD: need lr > 0 and 0 <= momentum < 1; got lr " + detail::number(static_cast<double>(lr)) +
-                                        ", momentum " + detail::number(static_cast<double>(momentum)));
+            throw std::invalid_argument("SGD: need lr > 0 and 0 <= momentum < 1; got lr " + detail::number(lr) +
+                                        ", momentum " + detail::number(momentum));
     }
     void init(std::size_t n) { v_.assign(n, T(0)); }
     void step(std::span<T> p, std::span<const T> g) {
