@@ -23,6 +23,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "chainlet/checks.hpp"
 #include "chainlet/io/architecture.hpp"
 #include "chainlet/io/file.hpp"
 #include "chainlet/optim/adam.hpp"
@@ -152,24 +153,14 @@ void restore_optimizer(const CheckpointView& view, const std::string& source, st
     }
 }
 
-template <class Net, class T>
-void check_params(std::size_t size, const char* where) {
-    if (size != Net::num_params)
-        throw std::invalid_argument(std::string(where) + ": the parameter buffer has " + std::to_string(size) +
-                                    " elements, expected " + std::to_string(Net::num_params));
-}
-
-template <class Net, class P>
-using param_t = std::remove_cvref_t<std::ranges::range_value_t<P>>;
-
 }  // namespace detail
 
 // The checkpoint file's bytes for parameters p (and optionally an optimiser's state).
 template <class Net, std::ranges::contiguous_range P, class... Opt>
 std::vector<std::byte> checkpoint_bytes(const P& p, const Opt&... opt) {
     static_assert(sizeof...(Opt) <= 1, "checkpoint_bytes: at most one optimiser");
-    using T = detail::param_t<Net, P>;
-    detail::check_params<Net, T>(std::ranges::size(p), "save_checkpoint");
+    using T = detail::value_t<P>;
+    detail::expect_size("save_checkpoint", "the parameter buffer", Net::num_params, std::ranges::size(p));
     std::vector<detail::CheckpointSection> sections{
         {detail::SectionKind::params, std::as_bytes(std::span<const T>(std::ranges::data(p), Net::num_params))}};
     std::vector<std::byte> state;
@@ -196,8 +187,8 @@ void save_checkpoint(const std::string& path, const P& p, const Opt&... opt) {
 template <class Net, std::ranges::contiguous_range P, class... Opt>
 void load_checkpoint_bytes(std::span<const std::byte> bytes, const std::string& source, P&& p, Opt&... opt) {
     static_assert(sizeof...(Opt) <= 1, "load_checkpoint: at most one optimiser");
-    using T = detail::param_t<Net, P>;
-    detail::check_params<Net, T>(std::ranges::size(p), "load_checkpoint");
+    using T = detail::value_t<P>;
+    detail::expect_size("load_checkpoint", "the parameter buffer", Net::num_params, std::ranges::size(p));
     const auto view = detail::parse_checkpoint(bytes, source);
     detail::check_checkpoint(view, source, element_type_of<T>(), Net::num_params, architecture<Net>::text());
     const auto* params = detail::find_section(view, detail::SectionKind::params);

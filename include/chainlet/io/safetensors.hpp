@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "chainlet/checks.hpp"
 #include "chainlet/io/architecture.hpp"
 #include "chainlet/io/file.hpp"
 
@@ -116,11 +117,8 @@ std::vector<T> Safetensors::values(const std::string& name) const {
 // The safetensors bytes of parameters p in PyTorch's names, shapes and layouts.
 template <class Net, std::ranges::contiguous_range P>
 std::vector<std::byte> safetensors_bytes(const P& p) {
-    using T = std::remove_cvref_t<std::ranges::range_value_t<P>>;
-    if (std::ranges::size(p) != Net::num_params)
-        throw std::invalid_argument("export_safetensors: the parameter buffer has " +
-                                    std::to_string(std::ranges::size(p)) + " elements, expected " +
-                                    std::to_string(Net::num_params));
+    using T = detail::value_t<P>;
+    detail::expect_size("export_safetensors", "the parameter buffer", Net::num_params, std::ranges::size(p));
     const T* src = std::ranges::data(p);
     const auto layout = architecture<Net>::torch_tensors();
     std::vector<std::vector<T>> values;
@@ -142,11 +140,8 @@ void export_safetensors(const std::string& path, const P& p) {
 // written unless every tensor is present and valid.
 template <class Net, std::ranges::contiguous_range P>
 void import_safetensors(const Safetensors& file, const std::string& source, P&& p) {
-    using T = std::remove_cvref_t<std::ranges::range_value_t<P>>;
-    if (std::ranges::size(p) != Net::num_params)
-        throw std::invalid_argument("import_safetensors: the parameter buffer has " +
-                                    std::to_string(std::ranges::size(p)) + " elements, expected " +
-                                    std::to_string(Net::num_params));
+    using T = detail::value_t<P>;
+    detail::expect_size("import_safetensors", "the parameter buffer", Net::num_params, std::ranges::size(p));
     const auto layout = architecture<Net>::torch_tensors();
     std::vector<T> staged(Net::num_params);
     for (const auto& want : layout) {
