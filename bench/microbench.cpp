@@ -97,15 +97,15 @@ template <class L>
 void layer_bench(benchmark::State& state, bool pullback) {
     const std::size_t n = 16;
     const auto p = normal(std::max<std::size_t>(L::num_params, 1), 1), x = normal(L::in_size * n, 2);
-    std::vector<float> y(L::out_size * n), aux(std::max<std::size_t>(L::aux_per_sample * n, 1)), g(p.size()),
-        dx(L::in_size * n), dy = normal(L::out_size * n, 3);
-    L::forward(p.data(), x.data(), y.data(), aux.data(), n);
+    std::vector<float> y(L::out_size * n), saved(L::saved_per_sample * n + 1), scratch(L::scratch_per_sample * n + 1),
+        g(p.size()), dx(L::in_size * n), dy = normal(L::out_size * n, 3);
+    L::forward(p.data(), x.data(), y.data(), saved.data(), n);
     for (auto _ : state) {
         if (pullback) {
-            L::pullback(p.data(), g.data(), x.data(), y.data(), aux.data(), dy.data(), dx.data(), n);
+            L::pullback(p.data(), g.data(), x.data(), y.data(), saved.data(), scratch.data(), dy.data(), dx.data(), n);
             benchmark::DoNotOptimize(dx.data());
         } else {
-            L::forward(p.data(), x.data(), y.data(), aux.data(), n);
+            L::forward(p.data(), x.data(), y.data(), saved.data(), n);
             benchmark::DoNotOptimize(y.data());
         }
     }

@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "chainlet/chainlet.hpp"
 #include "chainlet/io/checkpoint.hpp"
 
 namespace fuzz_checkpoint {

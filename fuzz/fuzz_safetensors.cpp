@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "chainlet/chainlet.hpp"
 #include "chainlet/io/safetensors.hpp"
 
 namespace fuzz_safetensors {

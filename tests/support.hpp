@@ -1,12 +1,15 @@
-// Helpers shared by the tests: reproducible random data and finite-difference gradient checks.
+// Helpers shared by the tests (include after catch.hpp): reproducible random data and finite-difference
+// gradient checks.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
+#include "chainlet/layer_check.hpp"
 #include "chainlet/random.hpp"
 
 namespace test {
@@ -53,28 +56,21 @@ double max_rel_diff(const A& a, const B& ref) {
     return worst;
 }
 
-// Finite-difference check of a bound layer L in double on a chunk of n samples, through
-// f(p, x) = sum(w .* forward(p, x)) for a random cotangent w. Returns the worst error over the
-// parameter gradient and the input gradient.
+// The layer checker (chainlet/layer_check.hpp) on a bound layer L for one chunk of n samples: returns
+// the worst finite-difference error over the parameter and input gradients, or infinity (with the
+// checker's report as a Catch message) when any other rule of the contract is broken.
 template <class L>
 double layer_gradient_error(std::size_t n, std::uint64_t seed) {
-    auto p = random_vector(L::num_params, seed, 0.5);
-    auto x = random_vector(L::in_size * n, seed + 1);
-    const auto w = random_vector(L::out_size * n, seed + 2);
-    std::vector<double> y(L::out_size * n), aux(std::max<std::size_t>(L::aux_per_sample * n, 1));
-    auto f = [&](const std::vector<double>& pp, const std::vector<double>& xx) {
-        std::vector<double> yy(L::out_size * n), a(aux.size());
-        L::forward(pp.data(), xx.data(), yy.data(), a.data(), n);
-        double s = 0;
-        for (std::size_t i = 0; i < yy.size(); ++i) s += w[i] * yy[i];
-        return s;
-    };
-    L::forward(p.data(), x.data(), y.data(), aux.data(), n);
-    std::vector<double> g(L::num_params, 0.0), dx(L::in_size * n), dy = w;
-    L::pullback(p.data(), g.data(), x.data(), y.data(), aux.data(), dy.data(), dx.data(), n);
-    const double ep = gradient_error([&](const std::vector<double>& pp) { return f(pp, x); }, p, g);
-    const double ex = gradient_error([&](const std::vector<double>& xx) { return f(p, xx); }, x, dx);
-    return std::max(ep, ex);
+    chainlet::LayerCheckOptions o;
+    o.chunk_sizes = {n};
+    o.seed = seed;
+    o.tolerance = std::numeric_limits<double>::infinity();  // the caller compares the error
+    const auto r = chainlet::check_bound_layer<L>(o);
+    if (!r.passed()) {
+        UNSCOPED_INFO(r.report());
+        return std::numeric_limits<double>::infinity();
+    }
+    return std::max(r.parameter_gradient_error, r.input_gradient_error);
 }
 
 }  // namespace test

@@ -46,8 +46,8 @@ void check_conv(double tol = 1e-6) {
         REQUIRE(test::layer_gradient_error<L>(n, 100 + n) < tol);
         const auto p = test::random_vector(L::num_params, 5, 0.5);
         const auto x = test::random_vector(L::in_size * n, 6);
-        std::vector<double> y(L::out_size * n), aux(L::aux_per_sample * n);
-        L::forward(p.data(), x.data(), y.data(), aux.data(), n);
+        std::vector<double> y(L::out_size * n), saved(L::saved_per_sample * n);
+        L::forward(p.data(), x.data(), y.data(), saved.data(), n);
         REQUIRE(test::max_rel_diff(y, reference_forward<L, H, W, C, KH, KW, OC, Act>(p, x, n)) < 1e-12);
     }
 }

@@ -33,8 +33,8 @@ void check_against_eigen() {
     for (std::size_t n : {1, 3, 20}) {
         const auto p = test::random_vector<T>(L::num_params, 3, 0.5);
         const auto x = test::random_vector<T>(In * n, 4);  // feature-major: In x n
-        std::vector<T> y(Out * n), aux(L::aux_per_sample * n + 1);
-        L::forward(p.data(), x.data(), y.data(), aux.data(), n);
+        std::vector<T> y(Out * n), saved(L::saved_per_sample * n + 1);
+        L::forward(p.data(), x.data(), y.data(), saved.data(), n);
         // Reference: Z = W X + b with W(o, i) = p[i * Out + o]
         using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
         const Eigen::Map<const Eigen::Matrix<T, In, Out, Eigen::RowMajor>> Wt(p.data());
@@ -66,8 +66,9 @@ TEST_CASE("Dense parameter layout and counts", "[dense]") {
     using L = Dense<3, Tanh>::bound<Shape<4>>;
     STATIC_REQUIRE(L::num_params == 4 * 3 + 3);
     STATIC_REQUIRE(DenseNoBias<3>::bound<Shape<4>>::num_params == 12);
-    STATIC_REQUIRE(L::aux_per_sample == 3);  // room for dz transposed
-    STATIC_REQUIRE(Dense<3, GELU>::bound<Shape<4>>::aux_per_sample == 6);  // z and dz transposed
+    STATIC_REQUIRE(L::saved_per_sample == 0);  // tanh' from y
+    STATIC_REQUIRE(L::scratch_per_sample == 3);  // room for dz transposed
+    STATIC_REQUIRE(Dense<3, GELU>::bound<Shape<4>>::saved_per_sample == 3);  // z
     // W[i * Out + o] then b: a unit weight from input 2 to output 1 and bias 0.5 on output 1
     std::vector<double> p(L::num_params, 0.0);
     p[2 * 3 + 1] = 1.0;

@@ -37,9 +37,10 @@ LayerRun run_layer(std::size_t n) {
     const auto x = cast<T>(cast<float>(test::random_vector(L::in_size * n, 2)));
     auto dy = cast<T>(cast<float>(test::random_vector(L::out_size * n, 3)));
     auto g = cast<T>(cast<float>(test::random_vector(L::num_params, 4)));
-    std::vector<T> y(L::out_size * n), dx(L::in_size * n), aux(std::max<std::size_t>(L::aux_per_sample * n, 1));
-    L::forward(p.data(), x.data(), y.data(), aux.data(), n);
-    L::pullback(p.data(), g.data(), x.data(), y.data(), aux.data(), dy.data(), dx.data(), n);
+    std::vector<T> y(L::out_size * n), dx(L::in_size * n), saved(L::saved_per_sample * n + 1),
+        scratch(L::scratch_per_sample * n + 1);
+    L::forward(p.data(), x.data(), y.data(), saved.data(), n);
+    L::pullback(p.data(), g.data(), x.data(), y.data(), saved.data(), scratch.data(), dy.data(), dx.data(), n);
     return {std::vector<double>(y.begin(), y.end()), std::vector<double>(dx.begin(), dx.end()),
             std::vector<double>(g.begin(), g.end())};
 }

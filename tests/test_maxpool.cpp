@@ -54,7 +54,7 @@ TEST_CASE("MaxPool: a tie sends the whole cotangent to the first maximal positio
         }
         L::forward(static_cast<const float*>(nullptr), x.data(), y.data(), static_cast<float*>(nullptr), n);
         L::pullback(static_cast<const float*>(nullptr), static_cast<float*>(nullptr), x.data(), y.data(),
-                    static_cast<float*>(nullptr), dy.data(), dx.data(), n);
+                    static_cast<float*>(nullptr), static_cast<float*>(nullptr), dy.data(), dx.data(), n);
         for (std::size_t s = 0; s < n; ++s) {
             REQUIRE(y[s] == 3.0f);
             REQUIRE(dx[0 * n + s] == 0.0f);
@@ -75,9 +75,9 @@ TEST_CASE("MaxPool: float vector path equals the double computation", "[maxpool]
         L::forward(static_cast<const float*>(nullptr), xf.data(), yf.data(), static_cast<float*>(nullptr), n);
         L::forward(static_cast<const double*>(nullptr), xd.data(), yd.data(), static_cast<double*>(nullptr), n);
         L::pullback(static_cast<const float*>(nullptr), static_cast<float*>(nullptr), xf.data(), yf.data(),
-                    static_cast<float*>(nullptr), dyf.data(), dxf.data(), n);
+                    static_cast<float*>(nullptr), static_cast<float*>(nullptr), dyf.data(), dxf.data(), n);
         L::pullback(static_cast<const double*>(nullptr), static_cast<double*>(nullptr), xd.data(), yd.data(),
-                    static_cast<double*>(nullptr), dyd.data(), dxd.data(), n);
+                    static_cast<double*>(nullptr), static_cast<double*>(nullptr), dyd.data(), dxd.data(), n);
         for (std::size_t i = 0; i < yd.size(); ++i) REQUIRE(yf[i] == static_cast<float>(yd[i]));
         for (std::size_t i = 0; i < dxd.size(); ++i) REQUIRE(dxf[i] == static_cast<float>(dxd[i]));
     }

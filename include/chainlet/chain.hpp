@@ -1,22 +1,26 @@
 // Chain<Input<...>, Layers...>: threads the sample shape through the layers at compile time, so the
 // parameter count, every layer's offset into the flat parameter buffer, and every activation size are
-// constants. A layer type L is "bound" to its input shape as L::bound<InShape>, which provides:
+// constants. Each layer type L is bound to its input shape as L::bound<InShape> and checked against the
+// layer contract (layer.hpp).
 //
-//   in_size, out_size, out_shape, num_params, aux_per_sample       (compile-time constants)
-//   init(span<T> p, Rng&, InitKind)                                   fills its slice of the parameters
-//   forward(p, x, y, aux, n)                                          x: in_size x n, y: out_size x n
-//   pullback(p, g, x, y, aux, dy, dx, n)                              adds into g, dy may be clobbered,
-//                                                                      dx (may be null) is overwritten
+// A chain is itself a bound layer (detail::Sequence): its saved storage holds the activations between
+// its layers and every layer's saved storage; its scratch holds two cotangent buffers and the largest
+// scratch of a layer. So a container (Residual, Parallel) holds inner chains as layers, and Workspace
+// treats the whole network as one layer.
 //
 // All activations are feature-major within a chunk of n samples: element f of sample s is at [f * n + s].
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <span>
+#include <string>
 #include <tuple>
 #include <utility>
 
+#include "chainlet/layer.hpp"
+#include "chainlet/layer_metadata.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
 
@@ -35,27 +39,20 @@ struct bind_all<InShape> {
 
 template <class InShape, class L, class... Rest>
 struct bind_all<InShape, L, Rest...> {
-    using bound = typename L::template bound<InShape>;
+    using bound = checked_bound<L, InShape>;
     using next = bind_all<typename bound::out_shape, Rest...>;
     using type = decltype(std::tuple_cat(std::declval<std::tuple<bound>>(), std::declval<typename next::type>()));
     using out_shape = typename next::out_shape;
 };
 
-}  // namespace detail
-
-template <class InputSpec, class... Layers>
-struct Chain {
-    static_assert(sizeof(InputSpec) == 0,
-                  "the first argument of chainlet::Chain must be chainlet::Input<dims...>, e.g. Input<28, 28, 1>");
-};
-
-template <std::size_t... Dims, class... Layers>
-struct Chain<Input<Dims...>, Layers...> {
+// Layers... bound one after the other to InShape: a bound layer itself (see layer.hpp).
+template <class InShape, class... Layers>
+struct Sequence {
     static_assert(sizeof...(Layers) >= 1, "a Chain needs at least one layer after its Input");
 
-    using in_shape = Shape<Dims...>;
-    using layers = typename detail::bind_all<in_shape, Layers...>::type;
-    using out_shape = typename detail::bind_all<in_shape, Layers...>::out_shape;
+    using in_shape = InShape;
+    using layers = typename bind_all<in_shape, Layers...>::type;
+    using out_shape = typename bind_all<in_shape, Layers...>::out_shape;
     template <std::size_t I>
     using layer = std::tuple_element_t<I, layers>;
 
@@ -77,7 +74,8 @@ private:
 
 public:
     static constexpr auto layer_params = per_layer([](auto* l) { return std::remove_pointer_t<decltype(l)>::num_params; }, seq);
-    static constexpr auto layer_aux = per_layer([](auto* l) { return std::remove_pointer_t<decltype(l)>::aux_per_sample; }, seq);
+    static constexpr auto layer_saved = per_layer([](auto* l) { return std::remove_pointer_t<decltype(l)>::saved_per_sample; }, seq);
+    static constexpr auto layer_scratch = per_layer([](auto* l) { return std::remove_pointer_t<decltype(l)>::scratch_per_sample; }, seq);
     // param_offset[i]: where layer i's parameters start; param_offset[num_layers] == num_params.
     static constexpr auto param_offset = prefix(layer_params);
     static constexpr std::size_t num_params = param_offset[num_layers];
@@ -89,13 +87,40 @@ public:
         for (std::size_t i = 0; i < num_layers; ++i) w[i + 1] = outs[i];
         return w;
     }();
-    static constexpr std::size_t max_width = [] {
+    static constexpr std::size_t max_width = *std::max_element(width.begin(), width.end());
+
+    // Saved storage per sample: the inner activations width[1 .. num_layers - 1] (act_offset[i] is
+    // where the input of layer i starts, for i >= 1), then every layer's saved storage (saved_offset[i]).
+    static constexpr auto act_offset = [] {
+        std::array<std::size_t, num_layers + 1> o{};
+        for (std::size_t i = 2; i < num_layers; ++i) o[i] = o[i - 1] + width[i - 1];
+        return o;
+    }();
+    static constexpr std::size_t inner_width_sum = [] {
+        std::size_t s = 0;
+        for (std::size_t i = 1; i < num_layers; ++i) s += width[i];
+        return s;
+    }();
+    static constexpr auto saved_offset = [] {
+        std::array<std::size_t, num_layers + 1> o{};
+        o[0] = inner_width_sum;
+        for (std::size_t i = 0; i < num_layers; ++i) o[i + 1] = o[i] + layer_saved[i];
+        return o;
+    }();
+    static constexpr std::size_t saved_per_sample = saved_offset[num_layers];
+    // Scratch per sample: two cotangent buffers for the inner boundaries (one when there is only one
+    // inner boundary, none for a single layer), then the largest scratch of a layer (they run one at a time).
+    static constexpr std::size_t max_inner_width = [] {
         std::size_t m = 0;
-        for (auto w : width) m = w > m ? w : m;
+        for (std::size_t i = 1; i < num_layers; ++i) m = std::max(m, width[i]);
         return m;
     }();
+    static constexpr std::size_t cotangent_buffers = num_layers >= 3 ? 2 : num_layers - 1;
+    static constexpr std::size_t layer_scratch_offset = cotangent_buffers * max_inner_width;
+    static constexpr std::size_t scratch_per_sample =
+        layer_scratch_offset + *std::max_element(layer_scratch.begin(), layer_scratch.end());
 
-    // Fills p with Glorot weights and zero biases; layer i draws from its own stream, so inserting a
+    // Fills p with each layer's initial values; layer i draws from its own stream, so inserting a
     // layer does not change the draws of the layers before it.
     template <class T>
     static void init(std::span<T> p, std::uint64_t seed, InitKind kind) {
@@ -107,33 +132,103 @@ public:
              ...);
         }(seq);
     }
-
-    // act[i] holds the input of layer i (act[0] the chain's input, act[num_layers] its output),
-    // aux[i] the layer's extra storage; all for a chunk of n samples.
+    // As a layer inside a container: the container's stream seeds the chain's.
     template <class T>
-    static void forward(const T* p, T* const* act, T* const* aux, std::size_t n) {
+    static void init(std::span<T> p, Rng& rng, InitKind kind) {
+        init(p, rng.next(), kind);
+    }
+
+    template <class T>
+    static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n, const Pass& pass = {}) {
         [&]<std::size_t... I>(std::index_sequence<I...>) {
-            (layer<I>::forward(p + param_offset[I], act[I], act[I + 1], aux[I], n), ...);
+            (layer_forward<layer<I>>(p + param_offset[I], input<I>(x, saved, n), output<I>(y, saved, n),
+                                     saved + saved_offset[I] * n, n, pass),
+             ...);
         }(seq);
     }
 
-    // Pulls the output cotangent in buf[0] back through every layer, adding parameter gradients into g.
-    // buf[0] and buf[1] are ping-pong buffers of max_width * n; the input cotangent, if want_dx, ends in
-    // the returned buffer, otherwise the first layer skips it.
+    // Pulls dy back through every layer, last to first, adding parameter gradients into g; dx (may be
+    // null) receives the input cotangent. Keeps the contract of layer.hpp.
     template <class T>
-    static T* pullback(const T* p, T* g, T* const* act, T* const* aux, T* buf0, T* buf1, std::size_t n, bool want_dx) {
-        T* cur = buf0;
-        T* other = buf1;
+    static void pullback(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
+                         std::size_t n) {
+        T* const layer_scratch_ptr = scratch + layer_scratch_offset * n;
         [&]<std::size_t... I>(std::index_sequence<I...>) {
             (([&] {
                  constexpr std::size_t L = num_layers - 1 - I;
-                 T* dx = (L > 0 || want_dx) ? other : nullptr;
-                 layer<L>::pullback(p + param_offset[L], g + param_offset[L], act[L], act[L + 1], aux[L], cur, dx, n);
-                 std::swap(cur, other);
+                 // The cotangent of layer L's output: dy for the last layer, else buffer (L % 2).
+                 T* dyl = L == num_layers - 1 ? dy : scratch + (L % 2) * max_inner_width * n;
+                 T* dxl = L == 0 ? dx : scratch + ((L - 1) % 2) * max_inner_width * n;
+                 layer<L>::pullback(p + param_offset[L], g + param_offset[L], input<L>(x, saved, n),
+                                    output<L>(const_cast<T*>(y), saved, n), saved + saved_offset[L] * n,
+                                    layer_scratch_ptr, dyl, dxl, n);
              }()),
              ...);
         }(seq);
-        return cur;
+    }
+
+    // The activation entering layer I (the chain's input for I = 0) and leaving it (the output for the last).
+    template <std::size_t I, class T>
+    static const T* input(const T* x, T* saved, std::size_t n) {
+        if constexpr (I == 0) return x;
+        else return saved + act_offset[I] * n;
+    }
+    template <std::size_t I, class T>
+    static T* output(T* y, T* saved, std::size_t n) {
+        if constexpr (I + 1 == num_layers) return y;
+        else return saved + act_offset[I + 1] * n;
+    }
+
+    // Metadata (layer_metadata.hpp): "Dense[32,tanh] Dense[1,identity]" and the layers' tensors.
+    static std::string describe() {
+        std::string s;
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            ((s.append(I ? " " : "").append(describe_layer<I>())), ...);
+        }(seq);
+        return s;
+    }
+    static void torch_layout(TorchModules& m, std::size_t offset) {
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            (torch_layer<I>(m, offset + param_offset[I]), ...);
+        }(seq);
+    }
+
+private:
+    template <std::size_t I>
+    static std::string describe_layer() {
+        static_assert(Describable<layer<I>>,
+                      "chainlet: saving this chain needs every layer's metadata; this layer has no `static std::string "
+                      "describe()` (see chainlet/layer.hpp)");
+        if constexpr (Describable<layer<I>>) return layer<I>::describe();
+        else return {};
+    }
+    template <std::size_t I>
+    static void torch_layer(TorchModules& m, std::size_t offset) {
+        static_assert(TorchDescribable<layer<I>>,
+                      "chainlet: a safetensors file of this chain needs every layer's PyTorch layout; this layer has no "
+                      "`static void torch_layout(TorchModules&, std::size_t)` (see chainlet/layer_metadata.hpp)");
+        if constexpr (TorchDescribable<layer<I>>) layer<I>::torch_layout(m, offset);
+    }
+};
+
+}  // namespace detail
+
+template <class InputSpec, class... Layers>
+struct Chain {
+    static_assert(sizeof(InputSpec) == 0,
+                  "the first argument of chainlet::Chain must be chainlet::Input<dims...>, e.g. Input<28, 28, 1>");
+};
+
+// The network a user trains: its layers bound to the input shape, plus the text of its input.
+template <std::size_t... Dims, class... Layers>
+struct Chain<Input<Dims...>, Layers...> : detail::Sequence<Shape<Dims...>, Layers...> {
+    using sequence = detail::Sequence<Shape<Dims...>, Layers...>;
+
+    // e.g. "Input[28,28,1] Conv[5x5,6,relu,valid] MaxPool[2x2] Flatten Dense[10,identity]"
+    static std::string describe() {
+        std::string s = "Input[";
+        s.append(detail::join_dims({Dims...}, ",")).append("] ").append(sequence::describe());
+        return s;
     }
 };
 

@@ -53,17 +53,17 @@ public:
     // leaves the outputs in the workspace only.
     void forward(const T* p, const T* x, T* y, std::size_t n) {
         recorded_ = 0;  // nothing valid if a kernel throws half-way
-        kernels::gather_transpose(x, Net::in_size, nullptr, n, b_.act[0]);
-        Net::forward(p, b_.act.data(), b_.aux.data(), n);
-        if (y) kernels::scatter_transpose(b_.act[Net::num_layers], Net::out_size, n, y);
+        kernels::gather_transpose(x, Net::in_size, nullptr, n, b_.x);
+        Net::forward(p, b_.x, b_.y, b_.saved, n);
+        if (y) kernels::scatter_transpose(b_.y, Net::out_size, n, y);
         recorded_ = n;
     }
 
     void pullback(const T* p, const T* dy, T* dx, T* g) {
         const std::size_t n = recorded_;
-        kernels::gather_transpose(dy, Net::out_size, nullptr, n, b_.d0);  // the layers clobber dy: copy it in
-        const T* dx_fm = Net::pullback(p, g, b_.act.data(), b_.aux.data(), b_.d0, b_.d1, n, true);
-        kernels::scatter_transpose(dx_fm, Net::in_size, n, dx);
+        kernels::gather_transpose(dy, Net::out_size, nullptr, n, b_.dy);  // the layers clobber dy: copy it in
+        Net::pullback(p, g, b_.x, b_.y, b_.saved, b_.scratch, b_.dy, b_.dx, n);
+        kernels::scatter_transpose(b_.dx, Net::in_size, n, dx);
     }
 
     // Reverse mode, batched: the m = out_size rows of J are the input cotangents of the unit output
@@ -73,20 +73,20 @@ public:
     void jacobian(const T* p, const T* x, T* J) {
         constexpr std::size_t m = Net::out_size;
         recorded_ = 0;
-        for (std::size_t f = 0; f < Net::in_size; ++f) std::fill_n(b_.act[0] + f * m, m, x[f]);
-        Net::forward(p, b_.act.data(), b_.aux.data(), m);
-        std::fill_n(b_.d0, m * m, T(0));
-        for (std::size_t i = 0; i < m; ++i) b_.d0[i * m + i] = T(1);  // feature i of sample i
+        for (std::size_t f = 0; f < Net::in_size; ++f) std::fill_n(b_.x + f * m, m, x[f]);
+        Net::forward(p, b_.x, b_.y, b_.saved, m);
+        std::fill_n(b_.dy, m * m, T(0));
+        for (std::size_t i = 0; i < m; ++i) b_.dy[i * m + i] = T(1);  // feature i of sample i
         std::fill(sink_.begin(), sink_.end(), T(0));                  // the parameter cotangent is not wanted
-        const T* dx_fm = Net::pullback(p, sink_.data(), b_.act.data(), b_.aux.data(), b_.d0, b_.d1, m, true);
-        // dx_fm[j * m + i] = d y_i / d x_j  ->  J[i * in_size + j]
-        kernels::scatter_transpose(dx_fm, Net::in_size, m, J);
+        Net::pullback(p, sink_.data(), b_.x, b_.y, b_.saved, b_.scratch, b_.dy, b_.dx, m);
+        // dx[j * m + i] = d y_i / d x_j  ->  J[i * in_size + j]
+        kernels::scatter_transpose(b_.dx, Net::in_size, m, J);
     }
 
 private:
     std::size_t capacity_;
     std::size_t recorded_ = 0;
-    detail::ChainBuffers<Net, T> b_;  // activations, aux storage and cotangent buffers (workspace.hpp)
+    detail::ChainBuffers<Net, T> b_;  // input, output, saved, scratch and cotangent buffers (workspace.hpp)
     aligned_vector<T> sink_;          // the parameter cotangent jacobian() discards
 };
 

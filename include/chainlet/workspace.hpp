@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "chainlet/kernels/elementwise.hpp"
+#include "chainlet/layer.hpp"
 #include "chainlet/losses.hpp"
 #include "chainlet/memory.hpp"
 #include "chainlet/parallel.hpp"
@@ -47,17 +48,17 @@ struct InputRows {
 
 namespace detail {
 
-// The buffers of a forward pass and its pullback for up to `capacity` samples, carved from one
-// allocation: the activations at every layer boundary (act[0] the input), each layer's aux storage,
-// and two cotangent buffers d0, d1 of max_width per sample. Moves keep the pointers valid (the storage
-// moves with buf); copies would not, so there are none.
+// The buffers of a forward pass and its pullback through the network Net (a bound layer, see
+// chain.hpp) for up to `capacity` samples, carved from one allocation: its input x and output y, its
+// saved and scratch storage, the output cotangent dy and the input cotangent dx. Moves keep the
+// pointers valid (the storage moves with buf); copies would not, so there are none.
 template <class Net, class T>
 struct ChainBuffers {
+    // Values per sample, in the order they are carved.
+    static constexpr std::array<std::size_t, 6> per_sample = {Net::in_size,  Net::out_size, Net::saved_per_sample,
+                                                              Net::scratch_per_sample, Net::out_size, Net::in_size};
     aligned_vector<T> buf;
-    std::array<T*, Net::num_layers + 1> act{};
-    std::array<T*, Net::num_layers> aux{};
-    T* d0 = nullptr;
-    T* d1 = nullptr;
+    T *x = nullptr, *y = nullptr, *saved = nullptr, *scratch = nullptr, *dy = nullptr, *dx = nullptr;
     std::size_t capacity = 0;
 
     ChainBuffers() = default;
@@ -68,21 +69,15 @@ struct ChainBuffers {
 
     void reserve(std::size_t m) {
         if (m <= capacity) return;
-        std::size_t total = 2 * round_up16(Net::max_width * m);
-        for (auto w : Net::width) total += round_up16(w * m);
-        for (auto a : Net::layer_aux) total += round_up16(a * m);
+        std::size_t total = 0;
+        for (auto v : per_sample) total += round_up16(v * m);
         buf.assign(total, T(0));
         T* q = buf.data();
-        for (std::size_t i = 0; i <= Net::num_layers; ++i) {
-            act[i] = q;
-            q += round_up16(Net::width[i] * m);
+        T** const slots[] = {&x, &y, &saved, &scratch, &dy, &dx};
+        for (std::size_t i = 0; i < per_sample.size(); ++i) {
+            *slots[i] = q;
+            q += round_up16(per_sample[i] * m);
         }
-        for (std::size_t i = 0; i < Net::num_layers; ++i) {
-            aux[i] = q;
-            q += round_up16(Net::layer_aux[i] * m);
-        }
-        d0 = q;
-        d1 = q + round_up16(Net::max_width * m);
         capacity = m;
     }
 };
@@ -92,13 +87,11 @@ struct ChainBuffers {
 template <class Net, class T>
 class Workspace {
 public:
-    static constexpr std::size_t bytes_per_sample =
-        sizeof(T) * ([] {
-            std::size_t s = 2 * Net::max_width;
-            for (auto w : Net::width) s += w;
-            for (auto a : Net::layer_aux) s += a;
-            return s;
-        }());
+    static constexpr std::size_t bytes_per_sample = sizeof(T) * [] {
+        std::size_t s = 0;
+        for (auto v : detail::ChainBuffers<Net, T>::per_sample) s += v;
+        return s;
+    }();
     // Samples per chunk: about 256 KiB of activations, a multiple of 16, between 16 and 512.
     static constexpr std::size_t chunk = std::clamp<std::size_t>((256 * 1024 / bytes_per_sample) / 16 * 16, 16, 512);
     // A batch's chunks are split into at most this many groups of consecutive chunks; each group is
@@ -130,9 +123,11 @@ public:
     // x: n rows of Net::in_size, y: n rows of the loss's targets, both sample-major; row s of the batch
     // is row index[s] of x and y (or row s if index is null). Sizes are the caller's to check.
     // (x and y point at the whole data set when index is given, at the batch otherwise.)
+    // pass: what the layers see of the step (layer.hpp); each chunk gets it with its first_sample.
     template <class L, class S = T>
     T value_and_gradient(const T* p, T* g, InputRows<T, S> x, const typename L::template target<T>* y,
-                         const std::uint32_t* index, std::size_t n, const L& loss, int threads = 1) {
+                         const std::uint32_t* index, std::size_t n, const L& loss, int threads = 1,
+                         Pass pass = {.training = true}) {
         using target_t = typename L::template target<T>;
         threads = resolve_threads(threads);
         reserve(n, threads);
@@ -146,12 +141,14 @@ public:
             Scratch& s = scratch_[static_cast<std::size_t>(tid)];
             const std::size_t s0 = c * chunk, m = std::min(chunk, n - s0);
             const std::uint32_t* idx = index ? index + s0 : nullptr;
-            x.gather(Net::in_size, s0, idx, m, s.act[0]);
+            x.gather(Net::in_size, s0, idx, m, s.x);
             target_t* t = s.template targets<target_t>(tps * chunk);
             kernels::gather_transpose(y + (index ? 0 : s0 * tps), tps, idx, m, t);
-            Net::forward(p, s.act.data(), s.aux.data(), m);
-            const T l = loss.template value_and_gradient<T>(s.act[Net::num_layers], t, s.d0, Net::out_size, m, scale);
-            Net::pullback(p, gc, s.act.data(), s.aux.data(), s.d0, s.d1, m, false);
+            Pass chunk_pass = pass;
+            chunk_pass.first_sample = s0;
+            Net::forward(p, s.x, s.y, s.saved, m, chunk_pass);
+            const T l = loss.template value_and_gradient<T>(s.y, t, s.dy, Net::out_size, m, scale);
+            Net::pullback(p, gc, s.x, s.y, s.saved, s.scratch, s.dy, static_cast<T*>(nullptr), m);
             return l;
         };
         std::fill_n(g, Net::num_params, T(0));
@@ -187,10 +184,10 @@ public:
         parallel_for(num_chunks(n), threads, [&](std::size_t c, int tid) {
             Scratch& s = scratch_[static_cast<std::size_t>(tid)];
             const std::size_t s0 = c * chunk, m = std::min(chunk, n - s0);
-            x.gather(Net::in_size, s0, nullptr, m, s.act[0]);
-            Net::forward(p, s.act.data(), s.aux.data(), m);
-            if (m == 1) std::copy_n(s.act[Net::num_layers], Net::out_size, out + s0 * Net::out_size);
-            else kernels::scatter_transpose(s.act[Net::num_layers], Net::out_size, m, out + s0 * Net::out_size);
+            x.gather(Net::in_size, s0, nullptr, m, s.x);
+            Net::forward(p, s.x, s.y, s.saved, m, Pass{.first_sample = s0});
+            if (m == 1) std::copy_n(s.y, Net::out_size, out + s0 * Net::out_size);
+            else kernels::scatter_transpose(s.y, Net::out_size, m, out + s0 * Net::out_size);
         });
     }
 

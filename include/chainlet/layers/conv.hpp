@@ -11,17 +11,25 @@
 //   dx = the valid correlation of dz, zero-padded by (K - 1 - pad) on each side, with the kernel
 //        rotated by 180 degrees and its channels swapped.
 // Padding::same keeps H x W (for odd kernels; an even kernel pads one more at the bottom and right).
+//
+// PyTorch: nn.Conv2d(C, OC, (KH, KW), padding=0 or "same") followed by the activation's module, on
+// (C, H, W) images; Conv2d.weight[oc][c][ky][kx] = W[((ky * KW + kx) * C + c) * OC + oc]. (PyTorch
+// pads an even kernel's extra row and column on the same side as chainlet.)
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "chainlet/activations.hpp"
 #include "chainlet/kernels/conv.hpp"
 #include "chainlet/kernels/elementwise.hpp"
+#include "chainlet/layer.hpp"
+#include "chainlet/layer_metadata.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
 
@@ -58,8 +66,9 @@ struct Conv {
         static constexpr std::size_t num_params = num_weights + OC;
         static constexpr std::size_t xp_size = same ? XH * XW * C : 0;
         static constexpr std::size_t z_size = Act::derivative_from_output ? 0 : out_size;
-        // aux: [padded input (same only)] [pre-activation (softplus, GELU)] [padded dz, pullback scratch]
-        static constexpr std::size_t aux_per_sample = xp_size + z_size + DH * DW * OC;
+        // Saved: [padded input (same only)] [pre-activation (softplus, GELU)]. Scratch: the padded dz.
+        static constexpr std::size_t saved_per_sample = xp_size + z_size;
+        static constexpr std::size_t scratch_per_sample = DH * DW * OC;
 
         static constexpr auto patch = kernels::patch_offsets<KH, KW, C, XW>();
         static constexpr auto dz_patch = kernels::patch_offsets<KH, KW, OC, DW>();
@@ -83,39 +92,57 @@ struct Conv {
         template <class T>
         static void init(std::span<T> p, Rng& rng, InitKind kind) {
             // Glorot with PyTorch's fans for a convolution: fan_in = C KH KW, fan_out = OC KH KW.
-            const double fan = static_cast<double>((C + OC) * KH * KW);
-            for (std::size_t j = 0; j < num_weights; ++j)
-                p[j] = static_cast<T>(kind == InitKind::glorot_uniform ? std::sqrt(6.0 / fan) * (2 * rng.uniform() - 1)
-                                                                       : std::sqrt(2.0 / fan) * rng.normal());
-            for (std::size_t j = num_weights; j < num_params; ++j) p[j] = T(0);
+            fill_glorot(p.first(num_weights), static_cast<double>((C + OC) * KH * KW), rng, kind);
+            std::fill(p.begin() + num_weights, p.end(), T(0));
         }
 
         template <class T>
-        static void forward(const T* p, const T* x, T* y, T* aux, std::size_t n) {
+        static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n) {
             using namespace kernels;
             const T* xp = x;
             if constexpr (same) {
-                pad_copy(x, H, W, C, n, pad_top, pad_left, pad_bottom, pad_right, aux);
-                xp = aux;
+                pad_copy(x, H, W, C, n, pad_top, pad_left, pad_bottom, pad_right, saved);
+                xp = saved;
             }
-            T* z = Act::derivative_from_output ? nullptr : aux + xp_size * n;
+            T* z = Act::derivative_from_output ? nullptr : saved + xp_size * n;
             conv_valid<Act, Init::row_bias>(forward_shape, p, 1, Stride{static_cast<std::ptrdiff_t>(OC)}, xp, n, y, p + num_weights, z);
         }
 
         template <class T>
-        static void pullback(const T* p, T* g, const T* x, const T* y, T* aux, T* dy, T* dx, std::size_t n) {
+        static void pullback(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
+                             std::size_t n) {
             using namespace kernels;
-            activation_pullback<Act>(dy, Act::derivative_from_output ? y : aux + xp_size * n, out_size * n);
-            const T* xp = same ? aux : x;
+            activation_pullback<Act>(dy, Act::derivative_from_output ? y : saved + xp_size * n, out_size * n);
+            const T* xp = same ? saved : x;
             conv_weight_grad(forward_shape, xp, dy, n, g);
             channel_sums_add(OH * OW, OC, dy, n, g + num_weights);
             if (dx) {
-                T* dzp = aux + (xp_size + z_size) * n;
+                T* dzp = scratch;
                 pad_copy(static_cast<const T*>(dy), OH, OW, OC, n, KH - 1 - pad_top, KW - 1 - pad_left,
                          KH - 1 - pad_bottom, KW - 1 - pad_right, dzp);
                 conv_valid<Identity, Init::zero>(input_grad_shape, p, OC, Table{flipped.data(), 1}, dzp, n, dx,
                                                  nullptr, nullptr);
             }
+        }
+
+        static std::string describe() {
+            return "Conv[" + std::to_string(KH) + "x" + std::to_string(KW) + "," + std::to_string(OC) + "," + Act::name +
+                   "," + (same ? "same" : "valid") + "]";
+        }
+        static void torch_layout(TorchModules& m, std::size_t offset) {
+            const std::string name = m.next_module();
+            TorchTensor weight{name + ".weight", {OC, C, KH, KW}, std::vector<std::size_t>(OC * C * KH * KW)};
+            for (std::size_t oc = 0; oc < OC; ++oc)
+                for (std::size_t c = 0; c < C; ++c)
+                    for (std::size_t ky = 0; ky < KH; ++ky)
+                        for (std::size_t kx = 0; kx < KW; ++kx)
+                            weight.source[((oc * C + c) * KH + ky) * KW + kx] = offset + ((ky * KW + kx) * C + c) * OC + oc;
+            TorchTensor bias{name + ".bias", {OC}, std::vector<std::size_t>(OC)};
+            for (std::size_t oc = 0; oc < OC; ++oc) bias.source[oc] = offset + num_weights + oc;
+            m.add(std::move(weight));
+            m.add(std::move(bias));
+            m.natural_order();
+            m.activation(Act::name);
         }
     };
 };

@@ -8,15 +8,22 @@
 //
 // A chunk of one sample (the call inside an ODE right-hand side) takes another route: the vectors
 // run along the features instead of the (single-sample) batch, so lanes stay full.
+//
+// PyTorch: nn.Linear(In, Out, bias=Bias) followed by the activation's module (none for Identity);
+// Linear.weight[o][i] = W[i * Out + o].
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <span>
+#include <string>
 
 #include "chainlet/activations.hpp"
 #include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/kernels/gemm.hpp"
+#include "chainlet/layer.hpp"
+#include "chainlet/layer_metadata.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
 
@@ -36,27 +43,24 @@ struct Dense {
         using out_shape = Shape<Out>;
         static constexpr std::size_t num_weights = in_size * Out;
         static constexpr std::size_t num_params = num_weights + (Bias ? Out : 0);
-        // The pre-activation z, kept only when act' cannot be computed from y; then room for dz
-        // transposed (the weight gradient of a small chunk, see pullback).
-        static constexpr std::size_t z_size = Act::derivative_from_output ? 0 : Out;
-        static constexpr std::size_t aux_per_sample = z_size + Out;
+        // Saved: the pre-activation z, kept only when act' cannot be computed from y.
+        // Scratch: dz transposed (the weight gradient of a small chunk, see pullback).
+        static constexpr std::size_t saved_per_sample = Act::derivative_from_output ? 0 : Out;
+        static constexpr std::size_t scratch_per_sample = Out;
         // Below this many samples the weight gradient runs along the outputs instead of the samples.
         static constexpr std::size_t outer_product_below = 4 * simd::width<float>;
 
         template <class T>
         static void init(std::span<T> p, Rng& rng, InitKind kind) {
-            const double fan = static_cast<double>(in_size + Out);
-            for (std::size_t j = 0; j < num_weights; ++j)
-                p[j] = static_cast<T>(kind == InitKind::glorot_uniform ? std::sqrt(6.0 / fan) * (2 * rng.uniform() - 1)
-                                                                       : std::sqrt(2.0 / fan) * rng.normal());
-            for (std::size_t j = num_weights; j < num_params; ++j) p[j] = T(0);
+            fill_glorot(p.first(num_weights), static_cast<double>(in_size + Out), rng, kind);
+            std::fill(p.begin() + num_weights, p.end(), T(0));
         }
 
         template <class T>
-        static void forward(const T* p, const T* x, T* y, T* aux, std::size_t n) {
+        static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n) {
             using namespace kernels;
             const T* w = p;
-            T* z = Act::derivative_from_output ? nullptr : aux;
+            T* z = Act::derivative_from_output ? nullptr : saved;
             if (n == 1) {
                 if constexpr (Bias) {
                     gemv_t<Act>(Out, in_size, x, w, Out, p + num_weights, y, z);
@@ -74,9 +78,10 @@ struct Dense {
 
         // dy is overwritten with dz. dx may be null (no input gradient wanted, e.g. the first layer).
         template <class T>
-        static void pullback(const T* p, T* g, const T* x, const T* y, T* aux, T* dy, T* dx, std::size_t n) {
+        static void pullback(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
+                             std::size_t n) {
             using namespace kernels;
-            activation_pullback<Act>(dy, Act::derivative_from_output ? y : aux, Out * n);
+            activation_pullback<Act>(dy, Act::derivative_from_output ? y : saved, Out * n);
             const T* w = p;
             T* gw = g;
             if (n == 1) {
@@ -93,7 +98,7 @@ struct Dense {
                     // A few samples: dW (In x Out) += X dz^T as a sum of outer products, vectorised
                     // along Out with dz transposed to n x Out (short dot products along the samples
                     // would each end in a horizontal sum).
-                    T* dzt = aux + z_size * n;
+                    T* dzt = scratch;
                     scatter_transpose(dy, Out, n, dzt);
                     gemm_nn<Identity, Init::accumulate>(in_size, Out, n, x, static_cast<std::ptrdiff_t>(n), 1, dzt,
                                                         Out, gw, Out);
@@ -105,6 +110,25 @@ struct Dense {
                 // dX (In x n) = W^T dZ, W^T(i, o) = w[i * Out + o]
                 if (dx) gemm_nn<Identity, Init::zero>(in_size, n, Out, w, Out, 1, dy, n, dx, n);
             }
+        }
+
+        static std::string describe() {
+            return "Dense[" + std::to_string(Out) + "," + Act::name + (Bias ? "" : ",nobias") + "]";
+        }
+        static void torch_layout(TorchModules& m, std::size_t offset) {
+            const std::string name = m.next_module();
+            TorchTensor weight{name + ".weight", {Out, in_size}, std::vector<std::size_t>(Out * in_size)};
+            for (std::size_t o = 0; o < Out; ++o)
+                for (std::size_t j = 0; j < in_size; ++j)
+                    weight.source[o * in_size + j] = offset + m.input_feature(j) * Out + o;
+            m.add(std::move(weight));
+            if constexpr (Bias) {
+                TorchTensor bias{name + ".bias", {Out}, std::vector<std::size_t>(Out)};
+                for (std::size_t o = 0; o < Out; ++o) bias.source[o] = offset + num_weights + o;
+                m.add(std::move(bias));
+            }
+            m.natural_order();
+            m.activation(Act::name);
         }
     };
 };

@@ -1,11 +1,15 @@
 // Flatten: an (H, W, C) image becomes H * W * C features in the same order (channels last), so a
 // Dense layer can follow a Conv or MaxPool. No parameters; forward and pullback are copies.
+// PyTorch: nn.Flatten() (see torch_layout for the feature order).
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <span>
+#include <string>
 
+#include "chainlet/layer.hpp"
+#include "chainlet/layer_metadata.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
 
@@ -18,7 +22,7 @@ struct Flatten {
         static constexpr std::size_t out_size = InShape::size;
         using out_shape = Shape<InShape::size>;
         static constexpr std::size_t num_params = 0;
-        static constexpr std::size_t aux_per_sample = 0;
+        static constexpr std::size_t saved_per_sample = 0, scratch_per_sample = 0;
 
         template <class T>
         static void init(std::span<T>, Rng&, InitKind) {}
@@ -27,8 +31,15 @@ struct Flatten {
             std::copy_n(x, in_size * n, y);
         }
         template <class T>
-        static void pullback(const T*, T*, const T*, const T*, T*, T* dy, T* dx, std::size_t n) {
+        static void pullback(const T*, T*, const T*, const T*, T*, T*, T* dy, T* dx, std::size_t n) {
             if (dx) std::copy_n(dy, in_size * n, dx);
+        }
+
+        static std::string describe() { return "Flatten"; }
+        // PyTorch's nn.Flatten() of a (C, H, W) image orders the features (c, y, x); chainlet keeps (y, x, c).
+        static void torch_layout(TorchModules& m, std::size_t) {
+            m.skip_module();
+            if constexpr (InShape::rank == 3) m.flattened_image(InShape::dims[0], InShape::dims[1], InShape::dims[2]);
         }
     };
 };

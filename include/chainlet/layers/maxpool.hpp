@@ -10,8 +10,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <span>
+#include <string>
 
 #include "chainlet/kernels/simd.hpp"
+#include "chainlet/layer.hpp"
+#include "chainlet/layer_metadata.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
 
@@ -34,7 +37,7 @@ struct MaxPool {
         static constexpr std::size_t out_size = OH * OW * C;
         using out_shape = Shape<OH, OW, C>;
         static constexpr std::size_t num_params = 0;
-        static constexpr std::size_t aux_per_sample = 0;
+        static constexpr std::size_t saved_per_sample = 0, scratch_per_sample = 0;
 
         template <class T>
         static void init(std::span<T>, Rng&, InitKind) {}
@@ -69,7 +72,7 @@ struct MaxPool {
         }
 
         template <class T>
-        static void pullback(const T*, T*, const T* x, const T* y, T*, T* dy, T* dx, std::size_t n) {
+        static void pullback(const T*, T*, const T* x, const T* y, T*, T*, T* dy, T* dx, std::size_t n) {
             if (!dx) return;
             if constexpr (H % PH != 0 || W % PW != 0) std::fill_n(dx, in_size * n, T(0));
             for_each_window(n, [&](auto at, std::size_t out, std::size_t m) {
@@ -89,6 +92,12 @@ struct MaxPool {
                         run.template operator()<simd::vec<T>>(e);
                 for (; e < m; ++e) run.template operator()<T>(e);
             });
+        }
+
+        static std::string describe() { return "MaxPool[" + std::to_string(PH) + "x" + std::to_string(PW) + "]"; }
+        static void torch_layout(TorchModules& m, std::size_t) {
+            m.skip_module();  // nn.MaxPool2d((PH, PW))
+            m.natural_order();
         }
     };
 };

@@ -1,0 +1,206 @@
+// The layer contract: what a type must provide to be a layer of a Chain. This header is the one place
+// that states it; Chain checks every layer against it and names what a layer lacks.
+//
+// A *layer type* L (what a user writes in Chain<Input<...>, L, ...>) is stateless and has a member
+// template `L::bound<InShape>`: the layer bound to the shape of one input sample (a chainlet::Shape).
+// The bound layer B provides, all static:
+//
+//   in_size, out_size          features per sample in and out (in_size == InShape::size)
+//   out_shape                  the Shape of one output sample
+//   num_params                 its slice of the flat parameter buffer
+//   saved_per_sample           values per sample that forward writes and pullback reads (the pre-activation,
+//                              a padded input, a mask, the activations of an inner chain ...)
+//   scratch_per_sample         values per sample pullback may use as scratch (contents undefined on entry)
+//   init(std::span<T> p, Rng& rng, InitKind kind)           fills its parameter slice
+//   forward(p, x, y, saved, n)                               y = f(p, x) for a chunk of n samples
+//   pullback(p, g, x, y, saved, scratch, dy, dx, n)          g += (df/dp)^T dy,  dx = (df/dx)^T dy
+//
+// for T = float and T = double (templates on T). Pointers: p is the layer's own parameter slice, g the
+// matching slice of the gradient buffer; x, y, dx, dy hold a chunk of n samples *feature-major*: feature f
+// of sample s at [f * n + s]; saved holds saved_per_sample * n values, scratch scratch_per_sample * n.
+//
+// The rules the pullback keeps (layer_check.hpp tests each of them):
+//   - it *adds* its parameter gradient into g (g holds the sum over earlier chunks and layers);
+//   - it *overwrites* dx, and dx may be null (no input gradient wanted, e.g. the first layer);
+//   - it may clobber dy, but not x, y or saved: so a pullback may be repeated on one forward with
+//     other cotangents (pullback.hpp's pullback() does), and gives the same result each time;
+//   - it reads nothing of scratch it did not write in the same call, and forward reads nothing of saved
+//     it did not write in the same call.
+//
+// Optional members:
+//   forward(p, x, y, saved, n, const Pass& pass)   used instead of the five-argument forward when present:
+//                                                  for layers that behave differently in training (Dropout)
+//   describe()                                     architecture text for checkpoints, e.g. "Dense[10,relu]"
+//   torch_layout(TorchModules& m, std::size_t off) the layer's PyTorch modules and tensors (layer_metadata.hpp)
+// A layer without the last two trains and predicts like any other; saving it to a checkpoint or a
+// safetensors file is then a compile error that names the missing member.
+#pragma once
+
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include "chainlet/random.hpp"
+#include "chainlet/shape.hpp"
+
+namespace chainlet {
+
+class TorchModules;  // layer_metadata.hpp
+
+// What a forward pass is for. Layers that behave differently in training (Dropout) read it; the rest
+// never see it. training: the pass is part of a gradient step (fit, value_and_gradient); seed and step
+// identify the step and first_sample the chunk's first sample in the batch, so that random draws can
+// be keyed by (seed, step, sample, feature) and give the same bits on any thread count.
+struct Pass {
+    bool training = false;
+    std::uint64_t seed = 0;
+    std::uint64_t step = 0;
+    std::size_t first_sample = 0;
+};
+
+namespace detail {
+
+template <class B>
+concept has_layer_sizes = requires {
+    { B::in_size } -> std::convertible_to<std::size_t>;
+    { B::out_size } -> std::convertible_to<std::size_t>;
+    { B::num_params } -> std::convertible_to<std::size_t>;
+    { B::saved_per_sample } -> std::convertible_to<std::size_t>;
+    { B::scratch_per_sample } -> std::convertible_to<std::size_t>;
+};
+
+template <class B>
+concept has_out_shape = requires { typename B::out_shape; B::out_shape::size; } && B::out_shape::size == B::out_size;
+
+template <class B, class T>
+concept has_init = requires(std::span<T> p, Rng& rng) { B::template init<T>(p, rng, InitKind::glorot_uniform); };
+
+template <class B, class T>
+concept has_plain_forward = requires(const T* p, const T* x, T* y, T* saved, std::size_t n) {
+    B::template forward<T>(p, x, y, saved, n);
+};
+
+template <class B, class T>
+concept has_pass_forward = requires(const T* p, const T* x, T* y, T* saved, std::size_t n, const Pass& pass) {
+    B::template forward<T>(p, x, y, saved, n, pass);
+};
+
+template <class B, class T>
+concept has_pullback = requires(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
+                                std::size_t n) { B::template pullback<T>(p, g, x, y, saved, scratch, dy, dx, n); };
+
+}  // namespace detail
+
+// A layer bound to its input shape that keeps the contract above.
+template <class B>
+concept BoundLayer = detail::has_layer_sizes<B> && detail::has_out_shape<B> && detail::has_init<B, float> &&
+                     detail::has_init<B, double> &&
+                     (detail::has_plain_forward<B, float> || detail::has_pass_forward<B, float>) &&
+                     (detail::has_plain_forward<B, double> || detail::has_pass_forward<B, double>) &&
+                     detail::has_pullback<B, float> && detail::has_pullback<B, double>;
+
+// A layer type that can be bound to InShape.
+template <class L, class InShape>
+concept LayerFor = requires { typename L::template bound<InShape>; } && BoundLayer<typename L::template bound<InShape>>;
+
+// The layer's metadata for checkpoints (describe) and for safetensors (torch_layout).
+template <class B>
+concept Describable = requires {
+    { B::describe() } -> std::convertible_to<std::string>;
+};
+template <class B>
+concept TorchDescribable = requires(TorchModules& m, std::size_t offset) { B::torch_layout(m, offset); };
+
+namespace detail {
+
+template <class>
+inline constexpr bool always_false = false;
+
+// One readable error for a layer that breaks the contract: the first missing piece, in the order a
+// layer is written. The compiler's "required from" line names the layer type L and the shape.
+template <class L, class InShape>
+consteval bool check_layer_contract() {
+    if constexpr (!requires { typename L::template bound<InShape>; }) {
+        static_assert(always_false<L>,
+                      "chainlet: this Chain element is not a layer for its input shape: a layer type needs a member "
+                      "template `template <class InShape> struct bound` (see chainlet/layer.hpp)");
+        return false;
+    } else {
+        using B = typename L::template bound<InShape>;
+        if constexpr (!has_layer_sizes<B>) {
+            static_assert(always_false<L>,
+                          "chainlet: the layer's bound<InShape> lacks one of the constants in_size, out_size, num_params, "
+                          "saved_per_sample, scratch_per_sample (see chainlet/layer.hpp)");
+            return false;
+        } else if constexpr (!has_out_shape<B>) {
+            static_assert(always_false<L>,
+                          "chainlet: the layer's bound<InShape> needs `using out_shape = Shape<...>` with out_shape::size "
+                          "== out_size (see chainlet/layer.hpp)");
+            return false;
+        } else if constexpr (!has_init<B, float> || !has_init<B, double>) {
+            static_assert(always_false<L>,
+                          "chainlet: the layer's bound<InShape> needs `template <class T> static void init(std::span<T> "
+                          "p, Rng& rng, InitKind kind)` (see chainlet/layer.hpp)");
+            return false;
+        } else if constexpr (!(has_plain_forward<B, float> || has_pass_forward<B, float>) ||
+                             !(has_plain_forward<B, double> || has_pass_forward<B, double>)) {
+            static_assert(always_false<L>,
+                          "chainlet: the layer's bound<InShape> needs `template <class T> static void forward(const T* p, "
+                          "const T* x, T* y, T* saved, std::size_t n)` (see chainlet/layer.hpp)");
+            return false;
+        } else if constexpr (!has_pullback<B, float> || !has_pullback<B, double>) {
+            static_assert(always_false<L>,
+                          "chainlet: the layer's bound<InShape> needs `template <class T> static void pullback(const T* "
+                          "p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx, std::size_t n)` (see "
+                          "chainlet/layer.hpp)");
+            return false;
+        } else {
+            return true;
+        }
+    }
+}
+
+// Stands in for a layer that failed check_layer_contract, so that the one error above is the only one.
+template <class InShape>
+struct broken_layer {
+    static constexpr std::size_t in_size = InShape::size, out_size = InShape::size;
+    using out_shape = InShape;
+    static constexpr std::size_t num_params = 0, saved_per_sample = 0, scratch_per_sample = 0;
+    template <class T>
+    static void init(std::span<T>, Rng&, InitKind) {}
+    template <class T>
+    static void forward(const T*, const T*, T*, T*, std::size_t) {}
+    template <class T>
+    static void pullback(const T*, T*, const T*, const T*, T*, T*, T*, T*, std::size_t) {}
+};
+
+template <class L, class InShape>
+using checked_bound = std::conditional_t<check_layer_contract<L, InShape>(), typename L::template bound<InShape>,
+                                         broken_layer<InShape>>;
+
+// forward with the pass for the layers that take one.
+template <class B, class T>
+inline void layer_forward(const T* p, const T* x, T* y, T* saved, std::size_t n, const Pass& pass) {
+    if constexpr (has_pass_forward<B, T>)
+        B::forward(p, x, y, saved, n, pass);
+    else
+        B::forward(p, x, y, saved, n);
+}
+
+}  // namespace detail
+
+// The Glorot (Xavier) fill of a weight block with fan_in + fan_out = fan, as PyTorch's
+// xavier_uniform_/xavier_normal_: uniform on +-sqrt(6 / fan), or normal with variance 2 / fan.
+template <class T>
+void fill_glorot(std::span<T> w, double fan, Rng& rng, InitKind kind) {
+    const double uniform_bound = std::sqrt(6.0 / fan), normal_sd = std::sqrt(2.0 / fan);
+    for (auto& v : w)
+        v = static_cast<T>(kind == InitKind::glorot_uniform ? uniform_bound * (2 * rng.uniform() - 1)
+                                                            : normal_sd * rng.normal());
+}
+
+}  // namespace chainlet

@@ -1,0 +1,198 @@
+// check_layer<L, Input<...>>(): tests a layer against the contract of layer.hpp, numerically. Every
+// built-in layer's test calls it; call it on your own layers too:
+//
+//   const auto r = chainlet::check_layer<MyLayer, chainlet::Input<7>>();
+//   if (!r.passed()) std::cerr << r.report();
+//
+// For each chunk size n in the options it draws parameters, inputs and an output cotangent w, and checks
+//   - the parameter and input gradients against central finite differences of sum(w .* forward(p, x)),
+//     in double (the largest error relative to max(|fd|, floor, 1e-3 max |fd|));
+//   - that the pullback adds into g (g starts non-zero) rather than overwriting it;
+//   - that a second pullback on the same forward gives the same dx and g (so x, y and saved are intact);
+//   - that a null dx gives the same g;
+//   - that forward reads no saved value and pullback no scratch value before writing it (both are filled
+//     with NaN first), and that outputs and gradients are finite;
+//   - that float and double agree on the same (float-exact) inputs, to float_tolerance relative to the
+//     largest value of each result.
+// Finite differences are only valid where the layer is smooth: random inputs keep ReLU and max pooling
+// away from their kinks with probability one.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "chainlet/layer.hpp"
+#include "chainlet/random.hpp"
+#include "chainlet/shape.hpp"
+
+namespace chainlet {
+
+struct LayerCheckOptions {
+    std::vector<std::size_t> chunk_sizes = {1, 3, 17};  // the one-sample route, a short chunk, vectors + tail
+    std::uint64_t seed = 1;
+    double param_scale = 0.5;   // parameters ~ N(0, param_scale^2)
+    double input_scale = 1.0;   // inputs ~ N(0, input_scale^2)
+    double step = 1e-5;         // of the central differences
+    double tolerance = 1e-6;    // on the finite-difference errors
+    double floor = 1e-3;        // smallest denominator of a relative finite-difference error
+    double float_tolerance = 2e-4;
+    Pass pass{};                // what forward is told (e.g. training, for Dropout)
+};
+
+struct LayerCheckResult {
+    double parameter_gradient_error = 0;  // worst over the chunk sizes
+    double input_gradient_error = 0;
+    double float_double_difference = 0;
+    std::vector<std::string> failures;  // one line each; empty when the layer passed
+
+    bool passed() const { return failures.empty(); }
+    std::string report() const {
+        std::ostringstream s;
+        s << "parameter gradient error " << parameter_gradient_error << ", input gradient error "
+          << input_gradient_error << ", float vs double " << float_double_difference << "\n";
+        for (const auto& f : failures) s << "  " << f << "\n";
+        return s.str();
+    }
+};
+
+namespace detail {
+
+struct LayerCheckRun {
+    std::vector<double> y, dx, g;
+};
+
+template <class T>
+std::vector<T> fill_normal(std::size_t n, Rng& rng, double scale) {
+    std::vector<T> v(n);
+    for (auto& e : v) e = static_cast<T>(static_cast<float>(scale * rng.normal()));  // exact in float too
+    return v;
+}
+
+inline double worst_relative(const std::vector<double>& a, const std::vector<double>& ref) {
+    double largest = 0, worst = 0;
+    for (double r : ref) largest = std::max(largest, std::abs(r));
+    for (std::size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::abs(a[i] - ref[i]) / std::max(largest, 1.0));
+    return worst;
+}
+
+inline bool all_finite(const std::vector<double>& v) {
+    return std::all_of(v.begin(), v.end(), [](double e) { return std::isfinite(e); });
+}
+
+// One forward and pullback in T; g starts at g0, dx and scratch at NaN, saved at NaN before forward.
+template <class B, class T>
+LayerCheckRun layer_run(const std::vector<double>& p, const std::vector<double>& x, const std::vector<double>& w,
+                        const std::vector<double>& g0, std::size_t n, const Pass& pass) {
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    std::vector<T> pt(p.begin(), p.end()), xt(x.begin(), x.end()), dy(w.begin(), w.end()), g(g0.begin(), g0.end());
+    std::vector<T> y(B::out_size * n), dx(B::in_size * n, nan);
+    std::vector<T> saved(B::saved_per_sample * n + 1, nan), scratch(B::scratch_per_sample * n + 1, nan);
+    layer_forward<B>(pt.data(), xt.data(), y.data(), saved.data(), n, pass);
+    B::pullback(pt.data(), g.data(), xt.data(), y.data(), saved.data(), scratch.data(), dy.data(), dx.data(), n);
+    return {std::vector<double>(y.begin(), y.end()), std::vector<double>(dx.begin(), dx.end()),
+            std::vector<double>(g.begin(), g.end())};
+}
+
+}  // namespace detail
+
+// The same for a layer already bound to its input shape (B = L::bound<Shape<...>>).
+template <BoundLayer B>
+LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
+    LayerCheckResult r;
+    auto fail = [&](std::size_t n, const std::string& what) {
+        r.failures.push_back("n=" + std::to_string(n) + ": " + what);
+    };
+    for (const std::size_t n : o.chunk_sizes) {
+        Rng rng(o.seed * 1000003 + n);
+        const auto p = detail::fill_normal<double>(B::num_params, rng, o.param_scale);
+        const auto x = detail::fill_normal<double>(B::in_size * n, rng, o.input_scale);
+        const auto w = detail::fill_normal<double>(B::out_size * n, rng, 1.0);
+        const auto g0 = detail::fill_normal<double>(B::num_params, rng, 1.0);
+
+        // The forward and two pullbacks on it, then the same with a null dx.
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        std::vector<double> y(B::out_size * n), saved(B::saved_per_sample * n + 1, nan);
+        detail::layer_forward<B>(p.data(), x.data(), y.data(), saved.data(), n, o.pass);
+        if (!detail::all_finite(y)) fail(n, "forward gave a non-finite output (or read saved storage before writing it)");
+        const std::vector<double> y_kept = y, saved_kept = saved;
+        auto pull = [&](std::vector<double> g, bool with_dx) {
+            std::vector<double> dy = w, dx(B::in_size * n, nan), scratch(B::scratch_per_sample * n + 1, nan);
+            B::pullback(p.data(), g.data(), x.data(), y.data(), saved.data(), scratch.data(), dy.data(),
+                        with_dx ? dx.data() : nullptr, n);
+            return detail::LayerCheckRun{{}, std::move(dx), std::move(g)};
+        };
+        const auto first = pull(g0, true);
+        if (y != y_kept || !std::equal(saved.begin(), saved.end(), saved_kept.begin(), saved_kept.end(),
+                                       [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }))
+            fail(n, "pullback changed y or the saved storage (a repeated pullback would see other values)");
+        const auto second = pull(std::vector<double>(B::num_params, 0.0), true);
+        const auto no_dx = pull(std::vector<double>(B::num_params, 0.0), false);
+        if (!detail::all_finite(first.dx) || !detail::all_finite(first.g))
+            fail(n, "pullback gave a non-finite gradient (or read scratch before writing it)");
+        double added = 0;
+        for (std::size_t i = 0; i < B::num_params; ++i) {
+            const double scale = std::max({std::abs(g0[i]), std::abs(second.g[i]), 1.0});
+            added = std::max(added, std::abs((first.g[i] - g0[i]) - second.g[i]) / scale);
+        }
+        if (added > 1e-12) fail(n, "pullback does not add into g (g starting non-zero ended elsewhere)");
+        if (detail::worst_relative(second.dx, first.dx) > 1e-12)
+            fail(n, "a second pullback on the same forward gave another dx");
+        if (no_dx.g != second.g) fail(n, "a pullback with dx = nullptr gave another parameter gradient");
+
+        // Finite differences of f(p, x) = sum(w .* forward(p, x)).
+        auto f = [&](const std::vector<double>& pp, const std::vector<double>& xx) {
+            std::vector<double> yy(B::out_size * n), ss(B::saved_per_sample * n + 1);
+            detail::layer_forward<B>(pp.data(), xx.data(), yy.data(), ss.data(), n, o.pass);
+            double s = 0;
+            for (std::size_t i = 0; i < yy.size(); ++i) s += w[i] * yy[i];
+            return s;
+        };
+        auto fd_error = [&](std::vector<double> v, const std::vector<double>& grad, bool params) {
+            std::vector<double> fd(v.size());
+            double largest = 0;
+            for (std::size_t i = 0; i < v.size(); ++i) {
+                const double keep = v[i];
+                v[i] = keep + o.step;
+                const double up = params ? f(v, x) : f(p, v);
+                v[i] = keep - o.step;
+                const double down = params ? f(v, x) : f(p, v);
+                v[i] = keep;
+                fd[i] = (up - down) / (2 * o.step);
+                largest = std::max(largest, std::abs(fd[i]));
+            }
+            double worst = 0;
+            for (std::size_t i = 0; i < v.size(); ++i)
+                worst = std::max(worst, std::abs(grad[i] - fd[i]) / std::max({std::abs(fd[i]), o.floor, 1e-3 * largest}));
+            return worst;
+        };
+        const double ep = fd_error(p, second.g, true), ex = fd_error(x, first.dx, false);
+        r.parameter_gradient_error = std::max(r.parameter_gradient_error, ep);
+        r.input_gradient_error = std::max(r.input_gradient_error, ex);
+        if (!(ep <= o.tolerance)) fail(n, "parameter gradient differs from finite differences by " + std::to_string(ep));
+        if (!(ex <= o.tolerance)) fail(n, "input gradient differs from finite differences by " + std::to_string(ex));
+
+        // Float against double on the same float-exact inputs.
+        const auto d = detail::layer_run<B, double>(p, x, w, g0, n, o.pass);
+        const auto s = detail::layer_run<B, float>(p, x, w, g0, n, o.pass);
+        const double fdiff = std::max({detail::worst_relative(s.y, d.y), detail::worst_relative(s.dx, d.dx),
+                                       detail::worst_relative(s.g, d.g)});
+        r.float_double_difference = std::max(r.float_double_difference, fdiff);
+        if (!(fdiff <= o.float_tolerance)) fail(n, "float and double differ by " + std::to_string(fdiff));
+    }
+    return r;
+}
+
+template <class L, class InputSpec>
+LayerCheckResult check_layer(const LayerCheckOptions& o = {}) {
+    static_assert(detail::check_layer_contract<L, typename InputSpec::shape>());
+    return check_bound_layer<typename L::template bound<typename InputSpec::shape>>(o);
+}
+
+}  // namespace chainlet
