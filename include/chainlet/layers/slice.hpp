@@ -1,0 +1,60 @@
+// Slice<First, Count>: features First .. First + Count - 1 of a flat input, so that the branches of a
+// Parallel can read different parts of one input (a DeepONet's branch net reads the sensor values, its
+// trunk net the coordinates). No parameters.
+//
+// Pullback: dx = dy on the slice and 0 elsewhere.
+//
+// PyTorch: `Slice(first, count)` in python/chainlet_torch.py (x[:, first:first + count]); no tensors.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "chainlet/layer.hpp"
+#include "chainlet/layer_metadata.hpp"
+#include "chainlet/random.hpp"
+#include "chainlet/shape.hpp"
+
+namespace chainlet {
+
+template <std::size_t First, std::size_t Count>
+struct Slice {
+    static_assert(Count > 0, "Slice<First, Count>: Count must be positive");
+
+    template <class InShape>
+    struct bound {
+        static_assert(InShape::rank == 1, "Slice needs a flat input: put chainlet::Flatten before it");
+        static_assert(First + Count <= InShape::size, "Slice<First, Count>: the slice runs past the end of the input");
+        static constexpr std::size_t in_size = InShape::size, out_size = Count;
+        using out_shape = Shape<Count>;
+        static constexpr std::size_t num_params = 0, saved_per_sample = 0, scratch_per_sample = 0;
+
+        template <class T>
+        static void init(std::span<T>, Rng&, InitKind) {}
+        template <class T>
+        static void forward(const T*, const T* x, T* y, T*, std::size_t n) {
+            std::copy_n(x + First * n, Count * n, y);  // feature-major: the slice is one block
+        }
+        template <class T>
+        static void pullback(const T*, T*, const T*, const T*, T*, T*, T* dy, T* dx, std::size_t n) {
+            if (!dx) return;
+            std::fill_n(dx, First * n, T(0));
+            std::copy_n(dy, Count * n, dx + First * n);
+            std::fill(dx + (First + Count) * n, dx + in_size * n, T(0));
+        }
+
+        static std::string describe() { return "Slice[" + std::to_string(First) + "," + std::to_string(Count) + "]"; }
+        static void torch_layout(TorchModules& m, std::size_t) {
+            if (!m.natural())
+                throw std::invalid_argument(
+                    "Slice right after a Flatten of an image: PyTorch flattens (C, H, W), chainlet (H, W, C), so the "
+                    "slice would select other features in PyTorch");
+            m.skip_module();
+        }
+    };
+};
+
+}  // namespace chainlet
