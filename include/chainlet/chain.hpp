@@ -17,6 +17,7 @@
 #include <tuple>
 #include <utility>
 
+#include "chainlet/init.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
 

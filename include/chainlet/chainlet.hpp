@@ -4,6 +4,7 @@
 #include "chainlet/activations.hpp"
 #include "chainlet/chain.hpp"
 #include "chainlet/cpu_features.hpp"
+#include "chainlet/init.hpp"
 #include "chainlet/layers/conv.hpp"
 #include "chainlet/layers/dense.hpp"
 #include "chainlet/layers/flatten.hpp"

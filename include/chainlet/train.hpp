@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "chainlet/checks.hpp"
+#include "chainlet/init.hpp"
 #include "chainlet/losses.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/workspace.hpp"

@@ -20,6 +20,7 @@
 #include <span>
 
 #include "chainlet/activations.hpp"
+#include "chainlet/init.hpp"
 #include "chainlet/kernels/conv.hpp"
 #include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/random.hpp"

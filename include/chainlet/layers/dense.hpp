@@ -15,6 +15,7 @@
 #include <span>
 
 #include "chainlet/activations.hpp"
+#include "chainlet/init.hpp"
 #include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/kernels/gemm.hpp"
 #include "chainlet/random.hpp"

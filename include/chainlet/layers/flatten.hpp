@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <span>
 
+#include "chainlet/init.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
 

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <span>
 
+#include "chainlet/init.hpp"
 #include "chainlet/kernels/simd.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
