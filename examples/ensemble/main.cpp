@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "chainlet/chainlet.hpp"
-#include "chainlet/io/checksum.hpp"
+#include "chainlet/checksum.hpp"
 #include "chainlet/mpi.hpp"
 #include "common/args.hpp"
 #include "common/matrix_exp.hpp"

@@ -19,7 +19,7 @@
 
 #include "chainlet/chainlet.hpp"
 #include "chainlet/io/checkpoint.hpp"
-#include "chainlet/io/checksum.hpp"
+#include "chainlet/checksum.hpp"
 #include "chainlet/io/idx.hpp"
 #include "common/args.hpp"
 #include "common/progress.hpp"
