@@ -28,11 +28,6 @@
 
 namespace chainlet {
 
-namespace detail {
-
-
-}  // namespace detail
-
 // Inputs kept as bytes (8-bit images, say) at a quarter of the memory of floats; byte b is read as
 // b * scale + offset when a chunk is gathered. Accepted wherever inputs are.
 struct ByteData {
