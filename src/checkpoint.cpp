@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "chainlet/io/checksum.hpp"
+#include "chainlet/checksum.hpp"
 
 namespace chainlet::detail {
 

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
 
 namespace chainlet {
 
@@ -29,212 +33,68 @@ namespace {
 
 using detail::safetensors_fail;
 
-// A JSON value: just what the header needs, with every container owned by the tree.
-struct Json {
-    enum Kind { null, boolean, number, string, array, object } kind = null;
-    std::string text;                                   // string value, or a number's source text
-    std::vector<Json> items;      // array values, or object values in file order
-    std::vector<std::string> keys;  // object keys, keys[i] names items[i]
-};
+// The header is parsed by nlohmann::json (RFC 8259, strict: no comments, no trailing text, UTF-8
+// checked). ordered_json keeps the file's key order (the metadata come back in it). Two things it
+// allows are refused here, from its parser callback: a key repeated in one object (nlohmann keeps one
+// of them silently) and nesting deeper than max_depth (a header is two levels deep; the limit keeps a
+// hostile file from building a deep tree).
+using Json = nlohmann::ordered_json;
 
-// Recursive-descent parser of RFC 8259 JSON; every error names the byte offset in the header.
-class JsonParser {
-public:
-    JsonParser(std::string_view s, const std::string& source) : s_(s), source_(source) {}
-
-    Json parse() {
-        Json v = value(0);
-        ws();
-        if (pos_ != s_.size()) fail("unexpected text after the JSON value");
-        return v;
-    }
-
-private:
-    static constexpr int max_depth = 64;
-    std::string_view s_;
-    const std::string& source_;
-    std::size_t pos_ = 0;
-
-    [[noreturn]] void fail(const std::string& what) const {
-        safetensors_fail(source_, "bad JSON header at byte " + std::to_string(pos_) + ": " + what);
-    }
-    void ws() {
-        while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) ++pos_;
-    }
-    char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
-    void expect(char c) {
-        if (pos_ >= s_.size() || s_[pos_] != c) fail(std::string("expected '") + c + "'");
-        ++pos_;
-    }
-    void literal(std::string_view word) {
-        if (s_.substr(pos_, word.size()) != word) fail("invalid literal");
-        pos_ += word.size();
-    }
-
-    Json value(int depth) {
-        if (depth > max_depth) fail("nested deeper than " + std::to_string(max_depth) + " levels");
-        ws();
-        Json v;
-        switch (peek()) {
-        case '{':
-            v.kind = Json::object;
-            ++pos_;
-            ws();
-            if (peek() == '}') {
-                ++pos_;
-                return v;
+Json parse_header(std::string_view header, const std::string& source) {
+    constexpr int max_depth = 64;
+    std::vector<std::set<std::string>> keys;  // keys[d]: the keys seen so far in the open object at depth d
+    auto check = [&](int depth, Json::parse_event_t event, Json& parsed) {
+        const auto d = static_cast<std::size_t>(depth);
+        if (event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) {
+            if (depth >= max_depth)
+                safetensors_fail(source, "bad JSON header: nested deeper than " + std::to_string(max_depth) + " levels");
+            if (event == Json::parse_event_t::object_start) {
+                if (keys.size() <= d) keys.resize(d + 1);
+                keys[d].clear();
             }
-            for (;;) {
-                ws();
-                std::string key = string();
-                for (const auto& k : v.keys)
-                    if (k == key) fail("duplicate key \"" + key + "\"");
-                ws();
-                expect(':');
-                v.keys.push_back(std::move(key));
-                v.items.push_back(value(depth + 1));
-                ws();
-                if (peek() == ',') {
-                    ++pos_;
-                    continue;
-                }
-                expect('}');
-                return v;
-            }
-        case '[':
-            v.kind = Json::array;
-            ++pos_;
-            ws();
-            if (peek() == ']') {
-                ++pos_;
-                return v;
-            }
-            for (;;) {
-                v.items.push_back(value(depth + 1));
-                ws();
-                if (peek() == ',') {
-                    ++pos_;
-                    continue;
-                }
-                expect(']');
-                return v;
-            }
-        case '"':
-            v.kind = Json::string;
-            v.text = string();
-            return v;
-        case 't':
-            literal("true");
-            v.kind = Json::boolean;
-            v.text = "true";
-            return v;
-        case 'f':
-            literal("false");
-            v.kind = Json::boolean;
-            return v;
-        case 'n':
-            literal("null");
-            return v;
-        default:
-            v.kind = Json::number;
-            v.text = number();
-            return v;
+        } else if (event == Json::parse_event_t::key) {  // depth: that of the object's members
+            if (!keys[d - 1].insert(parsed.get_ref<const std::string&>()).second)
+                safetensors_fail(source, "bad JSON header: duplicate key \"" + parsed.get_ref<const std::string&>() + "\"");
         }
-    }
-
-    static bool digit(char c) { return c >= '0' && c <= '9'; }
-
-    std::string number() {
-        const std::size_t start = pos_;
-        if (peek() == '-') ++pos_;
-        if (peek() == '0') ++pos_;
-        else if (digit(peek())) while (digit(peek())) ++pos_;
-        else fail("expected a value");
-        if (peek() == '.') {
-            ++pos_;
-            if (!digit(peek())) fail("expected a digit after '.'");
-            while (digit(peek())) ++pos_;
-        }
-        if (peek() == 'e' || peek() == 'E') {
-            ++pos_;
-            if (peek() == '+' || peek() == '-') ++pos_;
-            if (!digit(peek())) fail("expected a digit in the exponent");
-            while (digit(peek())) ++pos_;
-        }
-        return std::string(s_.substr(start, pos_ - start));
-    }
-
-    unsigned hex4() {
-        if (s_.size() - pos_ < 4) fail("truncated \\u escape");
-        unsigned u = 0;
-        for (int i = 0; i < 4; ++i) {
-            const char c = s_[pos_++];
-            u <<= 4;
-            if (digit(c)) u |= static_cast<unsigned>(c - '0');
-            else if (c >= 'a' && c <= 'f') u |= static_cast<unsigned>(c - 'a' + 10);
-            else if (c >= 'A' && c <= 'F') u |= static_cast<unsigned>(c - 'A' + 10);
-            else fail("bad hex digit in \\u escape");
-        }
-        return u;
-    }
-
-    static void utf8(std::string& out, unsigned cp) {
-        if (cp < 0x80) {
-            out += static_cast<char>(cp);
-        } else if (cp < 0x800) {
-            out += static_cast<char>(0xC0 | (cp >> 6));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            out += static_cast<char>(0xE0 | (cp >> 12));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        } else {
-            out += static_cast<char>(0xF0 | (cp >> 18));
-            out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        }
-    }
-
-    std::string string() {
-        expect('"');
-        std::string out;
-        for (;;) {
-            if (pos_ >= s_.size()) fail("unterminated string");
-            const char c = s_[pos_++];
-            if (c == '"') return out;
-            if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
-            if (c != '\\') {
-                out += c;
-                continue;
+        return true;
+    };
+    try {
+        return Json::parse(header.begin(), header.end(), check);
+    } catch (const Json::parse_error& e) {
+        // e.byte counts from 1 (the last byte read); report the 0-based offset in the header, and
+        // nlohmann's description without its "[json.exception...] parse error at line 1, column n: " prefix.
+        std::string what = e.what();
+        if (const auto colon = what.find(": "); colon != std::string::npos) what.erase(0, colon + 2);
+        safetensors_fail(source, "bad JSON header at byte " + std::to_string(e.byte == 0 ? 0 : e.byte - 1) + ": " + what);
+    } catch (const Json::exception& e) {
+        // out_of_range 406, a number beyond double's range (1e400): thrown without a position, which
+        // the SAX interface reports.
+        struct Locate : nlohmann::json_sax<Json> {
+            std::size_t at = 0;
+            bool null() override { return true; }
+            bool boolean(bool) override { return true; }
+            bool number_integer(number_integer_t) override { return true; }
+            bool number_unsigned(number_unsigned_t) override { return true; }
+            bool number_float(number_float_t, const string_t&) override { return true; }
+            bool string(string_t&) override { return true; }
+            bool binary(binary_t&) override { return true; }
+            bool start_object(std::size_t) override { return true; }
+            bool key(string_t&) override { return true; }
+            bool end_object() override { return true; }
+            bool start_array(std::size_t) override { return true; }
+            bool end_array() override { return true; }
+            bool parse_error(std::size_t position, const std::string&, const Json::exception&) override {
+                at = position;
+                return false;
             }
-            if (pos_ >= s_.size()) fail("unterminated escape");
-            switch (const char e = s_[pos_++]) {
-            case '"': case '\\': case '/': out += e; break;
-            case 'b': out += '\b'; break;
-            case 'f': out += '\f'; break;
-            case 'n': out += '\n'; break;
-            case 'r': out += '\r'; break;
-            case 't': out += '\t'; break;
-            case 'u': {
-                unsigned cp = hex4();
-                if (cp >= 0xD800 && cp < 0xDC00) {  // a surrogate pair
-                    if (s_.substr(pos_, 2) != "\\u") fail("lone high surrogate");
-                    pos_ += 2;
-                    const unsigned lo = hex4();
-                    if (lo < 0xDC00 || lo >= 0xE000) fail("bad low surrogate");
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                } else if (cp >= 0xDC00 && cp < 0xE000) {
-                    fail("lone low surrogate");
-                }
-                utf8(out, cp);
-                break;
-            }
-            default: fail("unknown escape");
-            }
-        }
+        } locate;
+        Json::sax_parse(header.begin(), header.end(), &locate);
+        std::string what = e.what();
+        if (const auto bracket = what.find("] "); bracket != std::string::npos) what.erase(0, bracket + 2);
+        safetensors_fail(source, "bad JSON header at byte " + std::to_string(locate.at == 0 ? 0 : locate.at - 1) +
+                                     ": " + what);
     }
-};
+}
 
 // Bytes per element of the dtypes safetensors defines.
 std::size_t dtype_size(const std::string& d) {
@@ -245,18 +105,16 @@ std::size_t dtype_size(const std::string& d) {
     return it == sizes.end() ? 0 : it->second;
 }
 
-// A non-negative integer that fits in 2^53 (what JSON numbers carry exactly).
+// A non-negative integer below 2^53 (what JSON numbers carry exactly in every reader).
 std::uint64_t to_index(const Json& v, const std::string& source, const std::string& what) {
-    if (v.kind != Json::number || v.text.empty() || v.text[0] == '-' ||
-        v.text.find_first_of(".eE") != std::string::npos || v.text.size() > 16)
+    if (!v.is_number_unsigned() || v.get<std::uint64_t>() >= (std::uint64_t{1} << 53))
         safetensors_fail(source, what + " must be a non-negative integer below 2^53");
-    return std::stoull(v.text);
+    return v.get<std::uint64_t>();
 }
 
 const Json* member(const Json& obj, const char* key) {
-    for (std::size_t i = 0; i < obj.keys.size(); ++i)
-        if (obj.keys[i] == key) return &obj.items[i];
-    return nullptr;
+    const auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
 }
 
 }  // namespace
@@ -277,52 +135,50 @@ Safetensors parse_safetensors(std::vector<std::byte> bytes, const std::string& s
         safetensors_fail(source, "truncated: the header needs " + std::to_string(header_len) + " bytes, only " +
                                      std::to_string(b.size() - 8) + " follow the length");
     const std::string_view header(reinterpret_cast<const char*>(b.data()) + 8, static_cast<std::size_t>(header_len));
-    const Json root = JsonParser(header, source).parse();
-    if (root.kind != Json::object) safetensors_fail(source, "the JSON header is not an object");
+    const Json root = parse_header(header, source);
+    if (!root.is_object()) safetensors_fail(source, "the JSON header is not an object");
     const std::size_t data_begin = 8 + static_cast<std::size_t>(header_len);
     const std::span<const std::byte> data = std::span(b).subspan(data_begin);
 
     std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
-    for (std::size_t i = 0; i < root.keys.size(); ++i) {
-        const std::string& name = root.keys[i];
-        const Json& v = root.items[i];
+    for (const auto& [name, v] : root.items()) {
         if (name == "__metadata__") {
-            if (v.kind != Json::object) safetensors_fail(source, "__metadata__ is not an object");
-            for (std::size_t j = 0; j < v.keys.size(); ++j) {
-                if (v.items[j].kind != Json::string)
-                    safetensors_fail(source, "metadata \"" + v.keys[j] + "\" is not a string");
-                file.metadata.emplace_back(v.keys[j], v.items[j].text);
+            if (!v.is_object()) safetensors_fail(source, "__metadata__ is not an object");
+            for (const auto& [key, value] : v.items()) {
+                if (!value.is_string()) safetensors_fail(source, "metadata \"" + key + "\" is not a string");
+                file.metadata.emplace_back(key, value.get<std::string>());
             }
             continue;
         }
         const std::string what = "tensor \"" + name + "\"";
-        if (v.kind != Json::object) safetensors_fail(source, what + " is not described by an object");
+        if (!v.is_object()) safetensors_fail(source, what + " is not described by an object");
         const Json* dtype = member(v, "dtype");
         const Json* shape = member(v, "shape");
         const Json* offsets = member(v, "data_offsets");
-        if (!dtype || dtype->kind != Json::string) safetensors_fail(source, what + ": no \"dtype\" string");
-        if (!shape || shape->kind != Json::array) safetensors_fail(source, what + ": no \"shape\" array");
-        if (!offsets || offsets->kind != Json::array || offsets->items.size() != 2)
+        if (!dtype || !dtype->is_string()) safetensors_fail(source, what + ": no \"dtype\" string");
+        if (!shape || !shape->is_array()) safetensors_fail(source, what + ": no \"shape\" array");
+        if (!offsets || !offsets->is_array() || offsets->size() != 2)
             safetensors_fail(source, what + ": no \"data_offsets\" pair");
-        const std::size_t esize = dtype_size(dtype->text);
-        if (esize == 0) safetensors_fail(source, what + ": unknown dtype \"" + dtype->text + "\"");
-        SafeTensor t{name, dtype->text, {}, {}};
+        const std::string& dtype_name = dtype->get_ref<const std::string&>();
+        const std::size_t esize = dtype_size(dtype_name);
+        if (esize == 0) safetensors_fail(source, what + ": unknown dtype \"" + dtype_name + "\"");
+        SafeTensor t{name, dtype_name, {}, {}};
         std::uint64_t count = 1;
-        for (const auto& e : shape->items) {
+        for (const auto& e : *shape) {
             const std::uint64_t d = to_index(e, source, what + ": a shape extent");
             if (d != 0 && count > std::numeric_limits<std::uint64_t>::max() / 8 / d)
                 safetensors_fail(source, what + ": shape " + detail::shape_text(t.shape) + " is too large");
             t.shape.push_back(d);
             count *= d;
         }
-        const std::uint64_t begin = to_index(offsets->items[0], source, what + ": data_offsets[0]");
-        const std::uint64_t end = to_index(offsets->items[1], source, what + ": data_offsets[1]");
+        const std::uint64_t begin = to_index((*offsets)[0], source, what + ": data_offsets[0]");
+        const std::uint64_t end = to_index((*offsets)[1], source, what + ": data_offsets[1]");
         if (begin > end || end > data.size())
             safetensors_fail(source, what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                                          "] out of range (the data section has " + std::to_string(data.size()) +
                                          " bytes)");
         if (end - begin != count * esize)
-            safetensors_fail(source, what + ": " + std::to_string(end - begin) + " data bytes, but " + dtype->text +
+            safetensors_fail(source, what + ": " + std::to_string(end - begin) + " data bytes, but " + dtype_name +
                                          " " + detail::shape_text(t.shape) + " needs " +
                                          std::to_string(count * esize));
         t.data = data.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin));
@@ -346,53 +202,32 @@ Safetensors parse_safetensors(std::vector<std::byte> bytes, const std::string& s
 
 Safetensors read_safetensors(const std::string& path) { return parse_safetensors(detail::read_whole_file(path), path); }
 
-namespace {
-
-void json_string(std::string& out, const std::string& s) {
-    out += '"';
-    for (const char c : s) {
-        const auto u = static_cast<unsigned char>(c);
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (u < 0x20) {
-            static const char hex[] = "0123456789abcdef";
-            out += "\\u00";
-            out += hex[u >> 4];
-            out += hex[u & 15];
-        } else {
-            out += c;
-        }
-    }
-    out += '"';
-}
-
-}  // namespace
-
 std::vector<std::byte> encode_safetensors(const std::vector<SafeTensor>& tensors,
                                           const std::vector<std::pair<std::string, std::string>>& metadata) {
-    std::string h = "{";
+    // A repeated name would overwrite an entry of the header: refused, as the reader refuses it.
+    auto fresh = [](const Json& object, const std::string& key, const char* what) {
+        if (object.contains(key))
+            throw std::invalid_argument(std::string("encode_safetensors: ") + what + " \"" + key + "\" appears twice" +
+                                        (key == "__metadata__" ? " (the name of the metadata entry)" : ""));
+        return key;
+    };
+    Json header = Json::object();
     if (!metadata.empty()) {
-        h += "\"__metadata__\":{";
-        for (std::size_t i = 0; i < metadata.size(); ++i) {
-            if (i) h += ',';
-            json_string(h, metadata[i].first);
-            h += ':';
-            json_string(h, metadata[i].second);
-        }
-        h += '}';
+        Json& m = header["__metadata__"] = Json::object();
+        for (const auto& [key, value] : metadata) m[fresh(m, key, "metadata key")] = value;
     }
     std::uint64_t offset = 0;
     for (const auto& t : tensors) {
-        if (h.size() > 1) h += ',';
-        json_string(h, t.name);
-        h += ":{\"dtype\":";
-        json_string(h, t.dtype);
-        h += ",\"shape\":" + detail::shape_text(t.shape) + ",\"data_offsets\":[" + std::to_string(offset) + "," +
-             std::to_string(offset + t.data.size()) + "]}";
+        header[fresh(header, t.name, "tensor name")] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.data.size()}}};
         offset += t.data.size();
     }
-    h += '}';
+    std::string h;
+    try {
+        h = header.dump();  // compact, UTF-8 kept as is
+    } catch (const Json::type_error& e) {  // 316: a name or metadata string that is not valid UTF-8
+        throw std::invalid_argument(std::string("encode_safetensors: a tensor name or metadata string is not valid "
+                                                "UTF-8, which the JSON header needs (") + e.what() + ")");
+    }
     h.append((8 - h.size() % 8) % 8, ' ');  // the data starts 8-byte aligned, as safetensors writes it
     std::vector<std::byte> out(8 + h.size() + offset);
     const std::uint64_t len = h.size();

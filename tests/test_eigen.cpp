@@ -185,3 +185,35 @@ TEST_CASE("Eigen: a chain inside an Eigen least-squares computation", "[eigen][f
     fit<Net>(p, SquaredError{}, x, y, opt, o);
     REQUIRE(loss_from_residual() < solved);
 }
+
+namespace {
+
+// A fit extension (see WholeBatch in train.hpp): every batch whole, counting the reductions.
+struct CountingSplit {
+    int* reductions;
+    WholeBatch::Slice share(std::size_t m) const { return {0, m}; }
+    template <class T>
+    void reduce(std::span<T>, std::size_t, std::size_t) const {
+        ++*reductions;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("Eigen: fit passes its split argument to train.hpp's fit", "[eigen][fit]") {
+    const auto [x, y] = make_data<double>(40);
+    Vec<double> p(Net::num_params);
+    init_params<Net>(as_span(p), 4);
+    std::vector<double> q(p.data(), p.data() + p.size());
+    FitOptions o;
+    o.epochs = 2;
+    o.batch = 10;
+    o.threads = 1;
+    int eigen_reductions = 0, span_reductions = 0;
+    Adam<double> opt_eigen(1e-2), opt_span(1e-2);
+    fit<Net>(p, SquaredError{}, x, y, opt_eigen, o, CountingSplit{&eigen_reductions});
+    fit<Net>(q, SquaredError{}, as_span(x), as_span(y), opt_span, o, CountingSplit{&span_reductions});
+    REQUIRE(eigen_reductions == 8);  // 2 epochs of 4 batches
+    REQUIRE(span_reductions == 8);
+    REQUIRE(std::vector<double>(p.data(), p.data() + p.size()) == q);
+}

@@ -26,8 +26,10 @@ std::vector<T> cast(const std::vector<U>& v) {
     return std::vector<T>(v.begin(), v.end());
 }
 
-// Runs L's forward pass and pullback in T on inputs that are exact in float; returns y, dx and g (g
-// starts non-zero: the pullback must add into it).
+// Runs L's forward pass and pullback in T on inputs that are exact in float; returns y, dx and g. g
+// starts non-zero as in training, but comparing float with double cannot tell a pullback that adds into
+// g from one that overwrites it (both types would do the same); that needs g compared with a known
+// value, as the "pullback accumulates into g" case of test_pullback.cpp does for a dense chain.
 struct LayerRun {
     std::vector<double> y, dx, g;
 };

@@ -198,6 +198,24 @@ TEST_CASE("safetensors: bad files are clear errors", "[safetensors]") {
     REQUIRE_THROWS_AS(read_safetensors("/nonexistent/x.safetensors"), IoError);
 }
 
+TEST_CASE("safetensors: JSON errors name the byte or the key, the writer refuses repeated names", "[safetensors]") {
+    CHECK_THAT(error_of(handmade(R"({"a":})", 0)), Catch::StartsWith("bad.safetensors: bad JSON header at byte 5: "));
+    CHECK_THAT(error_of(handmade(R"({"a":1e400})", 0)),
+               Catch::StartsWith("bad.safetensors: bad JSON header at byte 9: number overflow parsing '1e400'"));
+    CHECK_THAT(error_of(handmade(R"({"__metadata__":{"x":"1","x":"2"}})", 0)), Catch::Contains("duplicate key \"x\""));
+    CHECK_THAT(error_of(handmade(std::string(64, '[') + std::string(64, ']'), 0)),
+               Catch::Contains("the JSON header is not an object"));  // 64 levels are allowed, 65 are not
+    CHECK_THAT(error_of(handmade(std::string(65, '[') + std::string(65, ']'), 0)),
+               Catch::Contains("nested deeper than 64 levels"));
+    const std::vector<std::byte> bytes(8);
+    const SafeTensor t{"w", "F64", {1}, bytes};
+    REQUIRE_THROWS_WITH(encode_safetensors({t, t}, {}), Catch::Contains("tensor name \"w\" appears twice"));
+    REQUIRE_THROWS_WITH(encode_safetensors({}, {{"k", "1"}, {"k", "2"}}), Catch::Contains("metadata key \"k\" appears twice"));
+    REQUIRE_THROWS_WITH(encode_safetensors({SafeTensor{"__metadata__", "F64", {1}, bytes}}, {{"k", "1"}}),
+                        Catch::Contains("\"__metadata__\" appears twice"));
+    REQUIRE_THROWS_WITH(encode_safetensors({}, {{"k", "\xff"}}), Catch::Contains("not valid UTF-8"));
+}
+
 TEST_CASE("safetensors: the fuzzer's seeds import and its regression inputs are rejected cleanly",
           "[safetensors][fuzz]") {
     const fs::path root = CHAINLET_SOURCE_DIR;

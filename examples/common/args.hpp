@@ -1,82 +1,86 @@
-// Minimal command-line flags for the examples: --name value pairs, each parsed and range-checked,
-// with a usage message for anything unknown or malformed.
+// Command-line flags of the examples, parsed by CLI11 (Debian's libcli11-dev): `--name value` or
+// `--name=value`, defaults shown by --help. A bad, unknown or repeated flag is one line on stderr,
+// "<program>: error: <what> (see --help)", and exit status 2.
+//
+// Numbers are checked by the validators below rather than CLI11's Range, which lets "-1" wrap to
+// 2^64 - 1 for an unsigned option, accepts "nan" as a real in any range and prints 1e-8 as 0.000000.
 #pragma once
 
+#include <CLI/CLI.hpp>
+
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <set>
+#include <iostream>
 #include <string>
-#include <string_view>
 
 namespace examples {
 
-class Args {
-public:
-    // switches: the names of flags that take no value (--name alone), read with flag().
-    Args(int argc, char** argv, std::string usage, std::set<std::string> switches = {}) : usage_(std::move(usage)) {
-        for (int i = 1; i < argc; ++i) {
-            std::string_view a = argv[i];
-            if (a == "-h" || a == "--help") {
-                std::printf("%s", usage_.c_str());
-                std::exit(0);
-            }
-            if (a.substr(0, 2) == "--" && switches.count(std::string(a.substr(2)))) {
-                values_[std::string(a.substr(2))] = "";
-                continue;
-            }
-            if (a.substr(0, 2) != "--" || i + 1 >= argc) fail("expected --flag value, got '" + std::string(a) + "'");
-            values_[std::string(a.substr(2))] = argv[++i];
-        }
-    }
-    // A whole number in [lo, hi]; the default if the flag is absent.
-    std::uint64_t integer(const std::string& name, std::uint64_t def, std::uint64_t lo, std::uint64_t hi) {
-        const auto it = take(name);
-        if (!it) return def;
-        std::uint64_t v = 0;
-        const auto [p, ec] = std::from_chars(it->data(), it->data() + it->size(), v);
-        if (ec != std::errc() || p != it->data() + it->size() || v < lo || v > hi)
-            fail("--" + name + " needs a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                 "], got '" + *it + "'");
-        return v;
-    }
-    double real(const std::string& name, double def, double lo, double hi) {
-        const auto it = take(name);
-        if (!it) return def;
-        char* end = nullptr;
-        const double v = std::strtod(it->c_str(), &end);
-        if (end != it->c_str() + it->size() || !(v >= lo && v <= hi))
-            fail("--" + name + " needs a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" +
-                 *it + "'");
-        return v;
-    }
-    // Whether the switch --name was given.
-    bool flag(const std::string& name) { return take(name) != nullptr; }
-    std::string text(const std::string& name, const std::string& def) {
-        const auto it = take(name);
-        return it ? *it : def;
-    }
-    // Call after reading every flag: rejects the ones nobody asked for.
-    void finish() {
-        if (!values_.empty()) fail("unknown flag --" + values_.begin()->first);
-    }
-    [[noreturn]] void fail(const std::string& why) {
-        std::fprintf(stderr, "error: %s\n%s", why.c_str(), usage_.c_str());
-        std::exit(2);
-    }
+namespace detail {
 
-private:
-    const std::string* take(const std::string& name) {
-        const auto it = values_.find(name);
-        if (it == values_.end()) return nullptr;
-        taken_[name] = it->second;
-        values_.erase(it);
-        return &taken_[name];
+inline std::string shortest(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
+}  // namespace detail
+
+// A whole number in [lo, hi], in decimal digits only (no sign, no 0x, nothing that overflows).
+inline CLI::Validator whole(std::uint64_t lo, std::uint64_t hi) {
+    const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    return CLI::Validator(
+        [lo, hi, range](std::string& s) -> std::string {
+            std::uint64_t v = 0;
+            const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+            if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < lo || v > hi)
+                return "needs a whole number in " + range + ", got '" + s + "'";
+            return {};
+        },
+        "in " + range);
+}
+
+// A finite number in [lo, hi].
+inline CLI::Validator real(double lo, double hi) {
+    const std::string range = "[" + detail::shortest(lo) + ", " + detail::shortest(hi) + "]";
+    return CLI::Validator(
+        [lo, hi, range](std::string& s) -> std::string {
+            char* end = nullptr;
+            const double v = s.empty() ? 0 : std::strtod(s.c_str(), &end);
+            if (s.empty() || end != s.c_str() + s.size() || !(v >= lo && v <= hi))
+                return "needs a number in " + range + ", got '" + s + "'";
+            return {};
+        },
+        "in " + range);
+}
+
+// An App that shows every option's default in --help.
+inline void show_defaults(CLI::App& app) { app.option_defaults()->always_capture_default(); }
+
+// The one-line error of the examples; returns the exit status 2.
+inline int fail(const CLI::App& app, std::string what) {
+    for (char& c : what)
+        if (c == '\n') c = ' ';
+    std::fprintf(stderr, "%s: error: %s (see --help)\n", app.get_name().c_str(), what.c_str());
+    return 2;
+}
+
+// Parses argv into app's options. Returns -1 to go on, else the status to exit with: 0 after --help
+// (the help printed), 2 after a bad flag (one line on stderr). print = false: say nothing (MPI ranks
+// other than 0).
+inline int parse(CLI::App& app, int argc, char** argv, bool print = true) {
+    try {
+        app.parse(argc, argv);
+        return -1;
+    } catch (const CLI::Success&) {  // --help
+        if (print) std::cout << app.help();
+        return 0;
+    } catch (const CLI::ParseError& e) {
+        if (!print) return 2;
+        return fail(app, e.what());
     }
-    std::string usage_;
-    std::map<std::string, std::string> values_, taken_;
-};
+}
 
 }  // namespace examples

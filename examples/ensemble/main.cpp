@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "chainlet/chainlet.hpp"
-#include "chainlet/io/checksum.hpp"
+#include "chainlet/checksum.hpp"
 #include "chainlet/mpi.hpp"
 #include "common/args.hpp"
 #include "common/matrix_exp.hpp"
@@ -37,23 +37,23 @@ struct MemberResult {  // copied as bytes to rank 0
 int main(int argc, char** argv) {
     mpi::Session session(argc, argv);
     return mpi::run_or_abort(MPI_COMM_WORLD, [&] {
-        examples::Args args(argc, argv,
-                            "usage: [mpirun -np P] ensemble [--members N] [--steps N] [--seed S] [--data-seed S]\n"
-                            "                               [--samples N] [--threads T]\n"
-                            "  --members    ensemble members, spread round-robin over the ranks (default 8)\n"
-                            "  --steps      full-batch Adam(1e-3) steps per member (default 2000)\n"
-                            "  --seed       initial-parameter seed of member 0; member i uses seed + i (default 1)\n"
-                            "  --data-seed  seed of the training and test data, shared by all members (default 1)\n"
-                            "  --samples    training and test samples each (default 10000)\n"
-                            "  --threads    OpenMP threads per rank (default 1)\n");
-        const auto members = args.integer("members", 8, 1, 100000);
-        const auto steps = args.integer("steps", 2000, 1, 100000000);
-        const auto seed = args.integer("seed", 1, 0, UINT64_MAX - 100000);
-        const auto data_seed = args.integer("data-seed", 1, 0, UINT64_MAX);
-        const auto samples = args.integer("samples", 10000, 1, 100000000);
-        const int threads = static_cast<int>(args.integer("threads", 1, 0, 1024));
-        args.finish();
         const int rank = mpi::rank(), ranks = mpi::size();
+        CLI::App app{"[mpirun -np P] ensemble: the tiny MLP of examples/tiny_mlp trained from several initial seeds, "
+                     "member i on rank i mod P, all members on the same data.", "ensemble"};
+        examples::show_defaults(app);
+        std::uint64_t members = 8, steps = 2000, seed = 1, data_seed = 1, samples = 10000;
+        int threads = 1;
+        app.add_option("--members", members, "ensemble members, spread round-robin over the ranks")
+            ->check(examples::whole(1, 100000));
+        app.add_option("--steps", steps, "full-batch Adam(1e-3) steps per member")->check(examples::whole(1, 100000000));
+        app.add_option("--seed", seed, "initial-parameter seed of member 0; member i uses seed + i")
+            ->check(examples::whole(0, UINT64_MAX - 100000));
+        app.add_option("--data-seed", data_seed, "seed of the training and test data, shared by all members")
+            ->check(examples::whole(0, UINT64_MAX));
+        app.add_option("--samples", samples, "training and test samples each")->check(examples::whole(1, 100000000));
+        app.add_option("--threads", threads, "OpenMP threads per rank")->check(examples::whole(0, 1024));
+        // Every rank parses the same arguments and ends alike; rank 0 alone prints help or the error.
+        if (const int status = examples::parse(app, argc, argv, rank == 0); status >= 0) return status;
 
         // Every rank makes the same data from data_seed (in tiny_mlp's order: training, then test).
         Rng rng(data_seed);

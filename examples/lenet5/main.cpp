@@ -19,7 +19,7 @@
 
 #include "chainlet/chainlet.hpp"
 #include "chainlet/io/checkpoint.hpp"
-#include "chainlet/io/checksum.hpp"
+#include "chainlet/checksum.hpp"
 #include "chainlet/io/idx.hpp"
 #include "common/args.hpp"
 #include "common/progress.hpp"
@@ -58,60 +58,68 @@ double accuracy(const std::vector<float>& p, const ImageDataset& d, const ByteDa
     return static_cast<double>(right) / static_cast<double>(d.count);
 }
 
-int train_and_report(examples::Args& args, bool use_mpi);
+struct Options {
+    std::string data = "/usr/share/datasets/fashion-mnist";
+    std::uint64_t epochs = 10, batch = 64, seed = 1, limit = 0;
+    double lr = 1e-3;
+    int threads = 0;
+    std::string save, resume;
+    bool mpi = false;
+};
+
+int train_and_report(const Options& opts, bool use_mpi);
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    examples::Args args(argc, argv,
-                        "usage: lenet5 [--data DIR] [--epochs N] [--batch N] [--lr X] [--threads T] [--seed S] [--limit N]\n"
-                        "              [--save PATH] [--resume PATH] [--mpi]\n"
-                        "  --data     directory of MNIST-format IDX files (default /usr/share/datasets/fashion-mnist)\n"
-                        "  --epochs   passes over the training set (default 10)\n"
-                        "  --batch    samples per Adam step (default 64)\n"
-                        "  --lr       Adam learning rate (default 1e-3)\n"
-                        "  --threads  OpenMP threads, 0 = all cores (default 0)\n"
-                        "  --seed     seed of the initial parameters and the shuffling (default 1)\n"
-                        "  --limit    use only the first N training images (default: all)\n"
-                        "  --save     write a checkpoint (parameters + Adam state) to PATH after every epoch\n"
-                        "  --resume   start from the checkpoint PATH and train --epochs more epochs\n"
-                        "  --mpi      data-parallel over the ranks of `mpirun -np P lenet5 --mpi` (use --threads 1\n"
-                        "             or OMP_NUM_THREADS per rank); needs a build with CHAINLET_MPI\n",
-                        {"mpi"});
-    if (!args.flag("mpi")) return train_and_report(args, false);
+    CLI::App app{"LeNet5 trained on Fashion-MNIST (Debian's dataset-fashion-mnist) or any directory of "
+                 "MNIST-format IDX files, Adam with shuffled mini-batches.", "lenet5"};
+    examples::show_defaults(app);
+    Options o;
+    app.add_option("--data", o.data, "directory of MNIST-format IDX files");
+    app.add_option("--epochs", o.epochs, "passes over the training set")->check(examples::whole(1, 100000));
+    app.add_option("--batch", o.batch, "samples per Adam step")->check(examples::whole(1, 1u << 24));
+    app.add_option("--lr", o.lr, "Adam learning rate")->check(examples::real(1e-8, 10));
+    app.add_option("--threads", o.threads, "OpenMP threads, 0 = all cores")->check(examples::whole(0, 1024));
+    app.add_option("--seed", o.seed, "seed of the initial parameters and the shuffling")
+        ->check(examples::whole(0, UINT64_MAX));
+    app.add_option("--limit", o.limit, "use only the first N training images, 0 = all")
+        ->check(examples::whole(0, UINT64_MAX));
+    app.add_option("--save", o.save, "write a checkpoint (parameters + Adam state) to PATH after every epoch");
+    app.add_option("--resume", o.resume, "start from the checkpoint PATH and train --epochs more epochs");
+    app.add_flag("--mpi", o.mpi,
+                 "data-parallel over the ranks of `mpirun -np P lenet5 --mpi` (use --threads 1 or OMP_NUM_THREADS "
+                 "per rank); needs a build with CHAINLET_MPI");
+    if (const int status = examples::parse(app, argc, argv); status >= 0) return status;
+    if (!o.mpi) return train_and_report(o, false);
 #ifdef CHAINLET_MPI
     // Any error on any rank ends the whole job: an exception through run_or_abort, an error exit here.
     mpi::Session session(argc, argv);
-    const int status = mpi::run_or_abort(MPI_COMM_WORLD, [&] { return train_and_report(args, true); });
+    const int status = mpi::run_or_abort(MPI_COMM_WORLD, [&] { return train_and_report(o, true); });
     if (status != 0) {
         std::fprintf(stderr, "rank %d: exit status %d, ending the job\n", mpi::rank(), status);
         MPI_Abort(MPI_COMM_WORLD, status);
     }
     return 0;
 #else
-    args.fail("--mpi: this lenet5 was built without MPI (configure with -DCHAINLET_MPI=ON)");
+    return examples::fail(app, "--mpi: this lenet5 was built without MPI (configure with -DCHAINLET_MPI=ON)");
 #endif
 }
 
 namespace {
 
-int train_and_report(examples::Args& args, bool use_mpi) {
+int train_and_report(const Options& opts, bool use_mpi) {
 #ifdef CHAINLET_MPI
     const bool rank0 = !use_mpi || mpi::rank() == 0;
 #else
     const bool rank0 = true;
     (void)use_mpi;
 #endif
-    const std::string dir = args.text("data", "/usr/share/datasets/fashion-mnist");
-    const auto epochs = args.integer("epochs", 10, 1, 100000);
-    const auto batch = args.integer("batch", 64, 1, 1u << 24);
-    const double lr = args.real("lr", 1e-3, 1e-8, 10);
-    const int threads = static_cast<int>(args.integer("threads", 0, 0, 1024));
-    const auto seed = args.integer("seed", 1, 0, UINT64_MAX);
-    const auto limit = args.integer("limit", 0, 0, UINT64_MAX);
-    const std::string save_path = args.text("save", "");
-    const std::string resume_path = args.text("resume", "");
-    args.finish();
+    const std::string& dir = opts.data;
+    const std::uint64_t epochs = opts.epochs, batch = opts.batch, seed = opts.seed, limit = opts.limit;
+    const double lr = opts.lr;
+    const int threads = opts.threads;
+    const std::string &save_path = opts.save, &resume_path = opts.resume;
 
     ImageDataset train, test;
     try {

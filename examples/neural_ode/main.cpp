@@ -284,26 +284,26 @@ int lbfgs_progress(void* ctx, const lbfgsfloatval_t*, const lbfgsfloatval_t*, lb
 }  // namespace
 
 int main(int argc, char** argv) {
-    examples::Args args(argc, argv,
-                        "usage: neural_ode [--iterations N] [--optimizer adam|lbfgs] [--seed S] [--csv PATH]\n"
-                        "  --iterations  Adam steps or L-BFGS iterations (default 10000)\n"
-                        "  --optimizer   adam (default) or lbfgs (liblbfgs, if found at configure time)\n"
-                        "  --seed        seed of the data, its noise and the initial parameters (default 1)\n"
-                        "  --lr          Adam's learning rate (default 0.03, decayed to 1/10 over the run)\n"
-                        "  --check-gradient N  compare N gradient components with central differences, then exit\n"
-                        "  --noise       standard deviation of the observation noise (default 0.02)\n"
-                        "  --csv         fitted vs true trajectories (default neural_ode.csv)\n");
-    const auto iterations = args.integer("iterations", 10000, 1, 10000000);
-    const std::string optimizer = args.text("optimizer", "adam");
-    const auto seed = args.integer("seed", 1, 0, UINT64_MAX);
-    const double lr = args.real("lr", 0.03, 1e-8, 1.0);
-    const double noise = args.real("noise", 0.02, 0.0, 1.0);
-    const std::string csv = args.text("csv", "neural_ode.csv");
-    const auto check = args.integer("check-gradient", 0, 0, 1000000);
-    args.finish();
-    if (optimizer != "adam" && optimizer != "lbfgs") args.fail("--optimizer must be adam or lbfgs, got '" + optimizer + "'");
+    CLI::App app{"A universal differential equation: the unknown interaction term of a Lotka-Volterra system learnt "
+                 "from noisy trajectories, through RK4 and chainlet's pullbacks.", "neural_ode"};
+    examples::show_defaults(app);
+    std::uint64_t iterations = 10000, seed = 1, check = 0;
+    std::string optimizer = "adam", csv = "neural_ode.csv";
+    double lr = 0.03, noise = 0.02;
+    app.add_option("--iterations", iterations, "Adam steps or L-BFGS iterations")->check(examples::whole(1, 10000000));
+    app.add_option("--optimizer", optimizer, "adam or lbfgs (liblbfgs, if found at configure time)")
+        ->check(CLI::IsMember({"adam", "lbfgs"}));
+    app.add_option("--seed", seed, "seed of the data, its noise and the initial parameters")
+        ->check(examples::whole(0, UINT64_MAX));
+    app.add_option("--lr", lr, "Adam's learning rate (decayed to 1/10 over the run)")->check(examples::real(1e-8, 1.0));
+    app.add_option("--check-gradient", check, "compare N gradient components with central differences, then exit")
+        ->check(examples::whole(0, 1000000));
+    app.add_option("--noise", noise, "standard deviation of the observation noise")->check(examples::real(0.0, 1.0));
+    app.add_option("--csv", csv, "fitted vs true trajectories");
+    if (const int status = examples::parse(app, argc, argv); status >= 0) return status;
 #ifndef CHAINLET_HAVE_LBFGS
-    if (optimizer == "lbfgs") args.fail("this build has no L-BFGS: liblbfgs-dev was not found at configure time");
+    if (optimizer == "lbfgs")
+        return examples::fail(app, "--optimizer lbfgs: this build has no L-BFGS (liblbfgs-dev was not found at configure time)");
 #endif
 
     // 4 trajectories over t in [0, 4]: 80 RK4 steps of 0.05, observed every 2 steps (40 observations each).

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "chainlet/chainlet.hpp"
-#include "chainlet/io/checksum.hpp"
+#include "chainlet/checksum.hpp"
 #include "common/args.hpp"
 #include "common/matrix_exp.hpp"
 
@@ -15,17 +15,16 @@ using namespace chainlet;
 using TinyMLP = Chain<Input<4>, Dense<32, Tanh>, Dense<16, Tanh>, Dense<4>>;
 
 int main(int argc, char** argv) {
-    examples::Args args(argc, argv,
-                        "usage: tiny_mlp [--steps N] [--threads T] [--samples N] [--seed S]\n"
-                        "  --steps    full-batch Adam(1e-3) steps (default 10000)\n"
-                        "  --threads  OpenMP threads, 0 = all cores (default 0)\n"
-                        "  --samples  training and test samples each (default 10000)\n"
-                        "  --seed     seed of the data and the initial parameters (default 1)\n");
-    const auto steps = args.integer("steps", 10000, 1, 100000000);
-    const int threads = static_cast<int>(args.integer("threads", 0, 0, 1024));
-    const auto samples = args.integer("samples", 10000, 1, 100000000);
-    const auto seed = args.integer("seed", 1, 0, UINT64_MAX);
-    args.finish();
+    CLI::App app{"The tiny MLP of the SimpleChains.jl blog (4 -> 32 tanh -> 16 tanh -> 4) learning the exponential "
+                 "of a 2x2 matrix with full-batch Adam(1e-3).", "tiny_mlp"};
+    examples::show_defaults(app);
+    std::uint64_t steps = 10000, samples = 10000, seed = 1;
+    int threads = 0;
+    app.add_option("--steps", steps, "full-batch Adam(1e-3) steps")->check(examples::whole(1, 100000000));
+    app.add_option("--threads", threads, "OpenMP threads, 0 = all cores")->check(examples::whole(0, 1024));
+    app.add_option("--samples", samples, "training and test samples each")->check(examples::whole(1, 100000000));
+    app.add_option("--seed", seed, "seed of the data and the initial parameters")->check(examples::whole(0, UINT64_MAX));
+    if (const int status = examples::parse(app, argc, argv); status >= 0) return status;
 
     std::printf("%s\n", build_report().c_str());
     Rng rng(seed);

@@ -19,6 +19,7 @@
 #include <tuple>
 #include <utility>
 
+#include "chainlet/init.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
 #include "chainlet/random.hpp"

@@ -6,6 +6,7 @@
 #include "chainlet/containers/parallel.hpp"
 #include "chainlet/containers/residual.hpp"
 #include "chainlet/cpu_features.hpp"
+#include "chainlet/init.hpp"
 #include "chainlet/layers/conv.hpp"
 #include "chainlet/layers/dense.hpp"
 #include "chainlet/layers/flatten.hpp"

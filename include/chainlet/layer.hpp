@@ -36,7 +36,6 @@
 // safetensors file is then a compile error that names the missing member.
 #pragma once
 
-#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -44,6 +43,7 @@
 #include <string>
 #include <type_traits>
 
+#include "chainlet/init.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
 
@@ -192,15 +192,5 @@ inline void layer_forward(const T* p, const T* x, T* y, T* saved, std::size_t n,
 }
 
 }  // namespace detail
-
-// The Glorot (Xavier) fill of a weight block with fan_in + fan_out = fan, as PyTorch's
-// xavier_uniform_/xavier_normal_: uniform on +-sqrt(6 / fan), or normal with variance 2 / fan.
-template <class T>
-void fill_glorot(std::span<T> w, double fan, Rng& rng, InitKind kind) {
-    const double uniform_bound = std::sqrt(6.0 / fan), normal_sd = std::sqrt(2.0 / fan);
-    for (auto& v : w)
-        v = static_cast<T>(kind == InitKind::glorot_uniform ? uniform_bound * (2 * rng.uniform() - 1)
-                                                            : normal_sd * rng.normal());
-}
 
 }  // namespace chainlet

@@ -25,9 +25,10 @@
 #include <string>
 #include <type_traits>
 
+#include "chainlet/checks.hpp"
 #include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/memory.hpp"
-#include "chainlet/train.hpp"
+#include "chainlet/workspace.hpp"
 
 namespace chainlet {
 

@@ -20,7 +20,4 @@ struct Input {
     using shape = Shape<Dims...>;
 };
 
-// How weights are drawn by init_params (biases always start at zero).
-enum class InitKind { glorot_uniform, glorot_normal };
-
 }  // namespace chainlet

@@ -21,16 +21,12 @@
 #include <vector>
 
 #include "chainlet/checks.hpp"
+#include "chainlet/init.hpp"
 #include "chainlet/losses.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/workspace.hpp"
 
 namespace chainlet {
-
-namespace detail {
-
-
-}  // namespace detail
 
 // Inputs kept as bytes (8-bit images, say) at a quarter of the memory of floats; byte b is read as
 // b * scale + offset when a chunk is gathered. Accepted wherever inputs are.

@@ -85,11 +85,40 @@ run("build examples/consumer (find_package)" "${CMAKE_COMMAND}" --build "${b1}" 
 run("run examples/consumer (find_package)" "${b1}/consumer")
 check_consumer_output("${out}" "consumer (installed package)")
 
-# 2. add_subdirectory of the source tree
+# The installed targets name no build-only dependency (nlohmann_json is private to the compiled part).
+file(GLOB installed_targets "${prefix}/*/cmake/chainlet/chainletTargets*.cmake")
+foreach(f IN LISTS installed_targets installed_pc)
+  file(READ "${f}" text)
+  if(text MATCHES "nlohmann|CLI11|Catch2|benchmark|Eigen")
+    message(FATAL_ERROR "${f} names a build-only dependency (${CMAKE_MATCH_0}); consumers would need it")
+  endif()
+endforeach()
+
+# 2. add_subdirectory of the source tree, with no CHAINLET_* option set: below the top level chainlet
+# must configure and build its library alone. The test, example and benchmark dependencies are made
+# unfindable (a REQUIRED find_package of a disabled package is a configure error), and the chainlet
+# build directory must hold no tests/, examples/ or bench/ and ctest no test.
 set(b2 "${work}/consumer-subdirectory")
 run("configure examples/consumer (add_subdirectory)" "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/examples/consumer" -B "${b2}"
-    ${gen_args} "-DCHAINLET_SOURCE_DIR=${SOURCE_DIR}")
+    ${gen_args} "-DCHAINLET_SOURCE_DIR=${SOURCE_DIR}" -DCMAKE_DISABLE_FIND_PACKAGE_Catch2=ON
+    -DCMAKE_DISABLE_FIND_PACKAGE_Eigen3=ON -DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON
+    -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON)
+foreach(d tests examples bench)
+  if(EXISTS "${b2}/chainlet/${d}")
+    message(FATAL_ERROR "add_subdirectory(chainlet) configured its ${d}/ (${b2}/chainlet/${d})")
+  endif()
+endforeach()
+file(READ "${b2}/CMakeCache.txt" cache)
+foreach(v CHAINLET_BUILD_TESTS CHAINLET_BUILD_EXAMPLES CHAINLET_BUILD_BENCHMARKS)
+  if(NOT cache MATCHES "${v}:BOOL=OFF")
+    message(FATAL_ERROR "add_subdirectory(chainlet): ${v} is not OFF by default")
+  endif()
+endforeach()
 run("build examples/consumer (add_subdirectory)" "${CMAKE_COMMAND}" --build "${b2}" ${config_args})
+run("list the tests of examples/consumer (add_subdirectory)" "${CMAKE_CTEST_COMMAND}" --test-dir "${b2}" -N)
+if(NOT out MATCHES "Total Tests: 0")
+  message(FATAL_ERROR "add_subdirectory(chainlet) registered tests:\n${out}")
+endif()
 run("run examples/consumer (add_subdirectory)" "${b2}/consumer")
 check_consumer_output("${out}" "consumer (add_subdirectory)")
 

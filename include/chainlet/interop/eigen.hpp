@@ -181,14 +181,16 @@ detail::element_t<G> value_and_gradient(P&& p, G&& g, X&& x, Y&& y, const L& los
     return value_and_gradient<Net>(thread_workspace<Net, detail::element_t<G>>(), p, g, x, y, loss, threads);
 }
 
-template <class Net, class P, class L, class X, class Y, class Opt>
+// The split argument is train.hpp's (WholeBatch by default, AllreduceBatch for MPI), passed through.
+template <class Net, class P, class L, class X, class Y, class Opt, class Split = WholeBatch>
     requires detail::AnyEigen<P, X, Y> && detail::EigenOrRange<P> && detail::EigenOrRange<Y> &&
              (detail::EigenOrRange<X> || std::same_as<std::remove_cvref_t<X>, ByteData>)
-FitResult fit(P&& p, const L& loss, X&& x, Y&& y, Opt& opt, const FitOptions& o = {}) {
+FitResult fit(P&& p, const L& loss, X&& x, Y&& y, Opt& opt, const FitOptions& o = {}, Split&& split = {}) {
     static_assert(detail::writable<P>, "fit: the parameter buffer must be writable");
     return fit<Net>(detail::buffer(p, 0, "fit", "the parameter buffer"), loss,
                     detail::buffer(x, Net::in_size, "fit", "the input matrix"),
-                    detail::buffer(y, L::targets_per_sample(Net::out_size), "fit", "the target matrix"), opt, o);
+                    detail::buffer(y, L::targets_per_sample(Net::out_size), "fit", "the target matrix"), opt, o,
+                    std::forward<Split>(split));
 }
 
 }  // namespace chainlet

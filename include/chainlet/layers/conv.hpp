@@ -26,6 +26,7 @@
 #include <string>
 
 #include "chainlet/activations.hpp"
+#include "chainlet/init.hpp"
 #include "chainlet/kernels/conv.hpp"
 #include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/layer.hpp"

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "chainlet/activations.hpp"
+#include "chainlet/init.hpp"
 #include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/kernels/gemm.hpp"
 #include "chainlet/layer.hpp"

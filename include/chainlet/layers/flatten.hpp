@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 
+#include "chainlet/init.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
 #include "chainlet/random.hpp"

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 
+#include "chainlet/init.hpp"
 #include "chainlet/kernels/simd.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "chainlet/io/checksum.hpp"
+#include "chainlet/checksum.hpp"
 #include "chainlet/mpi/environment.hpp"
 #include "chainlet/train.hpp"
 

@@ -12,8 +12,8 @@
 #include <string>
 
 #include "chainlet/kernels/simd.hpp"
-#include "chainlet/format.hpp"
 #include "chainlet/memory.hpp"
+#include "chainlet/message.hpp"
 
 namespace chainlet {
 

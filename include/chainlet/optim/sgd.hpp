@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "chainlet/format.hpp"
 #include "chainlet/memory.hpp"
+#include "chainlet/message.hpp"
 
 namespace chainlet {
 

@@ -1,4 +1,5 @@
-// Numbers in error messages: shortest %g form (std::to_string prints 1e-8 as "0.000000").
+// Pieces of error messages (not of files): numbers in their shortest %g form, since std::to_string
+// prints 1e-8 as "0.000000".
 #pragma once
 
 #include <cstdio>

@@ -1,5 +1,6 @@
-// FNV-1a, 64 bit, over raw bytes: the fingerprint the examples print for their final parameters (two
-// runs agree bit for bit exactly when their checksums agree, up to a 2^-64 chance).
+// FNV-1a, 64 bit, over bytes in memory (no I/O): the fingerprint the examples print for their final
+// parameters and the MPI ranks compare (two runs agree bit for bit exactly when their checksums agree,
+// up to a 2^-64 chance); checkpoints also hash their architecture text with it.
 #pragma once
 
 #include <cstddef>
