@@ -1,0 +1,56 @@
+"""PyTorch modules for chainlet's containers, so that a chainlet model exported to safetensors
+(chainlet::export_safetensors) loads into the equivalent PyTorch model with load_state_dict(strict=True).
+
+A chainlet Chain is an nn.Sequential of its layers (a fused activation is a module of its own). The
+containers map to the modules below; their tensor names follow from the attribute names:
+  Residual<Layers...>                 Residual(nn.Sequential(...))             "<i>.f.<j>.weight"
+  Parallel<Combine, Branch<...>...>   Parallel("concat"|"sum"|"product"|"dot",
+                                               nn.Sequential(...), ...)        "<i>.branches.<b>.<j>.weight"
+  Slice<First, Count>                 Slice(first, count)                      (no tensors)
+Inputs are (batch, features), or (batch, C, H, W) for images (chainlet keeps (H, W, C) per sample).
+"""
+import torch
+from torch import nn
+
+
+class Residual(nn.Module):
+    """y = x + f(x)."""
+
+    def __init__(self, *layers):
+        super().__init__()
+        self.f = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return x + self.f(x)
+
+
+class Parallel(nn.Module):
+    """Every branch reads x; outputs combined by concat (features), sum, product or dot (sum over
+    features of the elementwise product, one output)."""
+
+    def __init__(self, combine, *branches):
+        super().__init__()
+        if combine not in ("concat", "sum", "product", "dot"):
+            raise ValueError(f"combine must be concat, sum, product or dot, not {combine!r}")
+        self.combine = combine
+        self.branches = nn.ModuleList(branches)
+
+    def forward(self, x):
+        outs = [b(x) for b in self.branches]
+        if self.combine == "concat":
+            return torch.cat(outs, dim=1)
+        y = outs[0]
+        for o in outs[1:]:
+            y = y + o if self.combine == "sum" else y * o
+        return y.sum(dim=1, keepdim=True) if self.combine == "dot" else y
+
+
+class Slice(nn.Module):
+    """Features first .. first + count - 1 of a flat input."""
+
+    def __init__(self, first, count):
+        super().__init__()
+        self.first, self.count = first, count
+
+    def forward(self, x):
+        return x[:, self.first:self.first + self.count]

@@ -1,0 +1,106 @@
+// Writes the cases of the PyTorch autograd cross-check (tests/torch_crosscheck.py, ctest
+// torch_crosscheck): for each model, in float64, random parameters, inputs and targets, and chainlet's
+// squared-error loss, its parameter gradient (value_and_gradient) and input gradient (forward + pullback),
+// as one safetensors file per case: the parameters under PyTorch's names, "grad.<name>" for the gradient
+// in the same layout, and "input", "target", "loss", "dx". The script rebuilds each model in PyTorch,
+// loads the parameters and compares.
+//
+//   torch_crosscheck <dir>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "chainlet/chainlet.hpp"
+#include "chainlet/io/safetensors.hpp"
+#include "user_layer.hpp"
+
+using namespace chainlet;
+
+namespace {
+
+using ResidualMlp = Chain<Input<5>, Dense<8, Tanh>, Residual<Dense<8, Tanh>, Dense<8, GELU>>, Residual<Dense<8, Softplus>>,
+                         Dense<3>>;
+using DeepONet = Chain<Input<12>,
+                       Parallel<Dot, Branch<Slice<0, 10>, Dense<16, Tanh>, Dense<6>>,
+                                Branch<Slice<10, 2>, Dense<16, Tanh>, Dense<6, Tanh>>>,
+                       Dense<1>>;
+using ParallelMix = Chain<Input<6>, Parallel<Concat, Branch<Dense<4, Tanh>>, Branch<Slice<1, 3>, Dense<2, Sigmoid>>>,
+                          Parallel<Sum, Branch<Dense<5, Tanh>>, Branch<Dense<5>>, Branch<Residual<Dense<6, ReLU>>, Dense<5>>>,
+                          Parallel<Product, Branch<Dense<3, Tanh>>, Branch<Dense<3, Softplus>>, Branch<DenseNoBias<3>>>>;
+using UserLayerNet = Chain<Input<4>, ScaleShift, Dense<6, Tanh>, ScaleShift, Dense<2>>;
+using ConvResidual = Chain<Input<6, 5, 2>, Conv<3, 3, 4, Tanh, Padding::same>,
+                           Residual<Conv<3, 3, 4, Tanh, Padding::same>, Conv<3, 3, 4, Identity, Padding::same>>, MaxPool<2>,
+                           Flatten, Dense<3>>;
+
+constexpr std::size_t samples = 7;
+
+std::vector<double> normal(std::size_t n, Rng& rng, double scale) {
+    std::vector<double> v(n);
+    for (auto& e : v) e = scale * rng.normal();
+    return v;
+}
+
+template <class Net>
+std::vector<std::uint64_t> sample_shape(std::size_t n, std::size_t features) {
+    std::vector<std::uint64_t> s{n};
+    if (features != Net::in_size) return {n, features};
+    for (auto d : detail::shape_dims<typename Net::in_shape>::get()) s.push_back(d);
+    return s;
+}
+
+template <class Net>
+void write_case(const std::string& dir, const std::string& name, std::uint64_t seed) {
+    Rng rng(seed);
+    const auto p = normal(Net::num_params, rng, 0.5);
+    const auto x = normal(samples * Net::in_size, rng, 1.0);
+    const auto t = normal(samples * Net::out_size, rng, 1.0);
+    std::vector<double> g(Net::num_params);
+    const double loss = value_and_gradient<Net>(p, g, x, t, SquaredError{});
+    // dx: the pullback of dL/dy = 2 (y - t) / n (chainlet's squared error: mean over samples of the sum
+    // over outputs).
+    PullbackWorkspace<Net, double> ws(samples);
+    std::vector<double> y(samples * Net::out_size), dy(y.size()), dx(x.size()), g2(Net::num_params, 0.0);
+    forward(ws, p, x, y);
+    for (std::size_t i = 0; i < y.size(); ++i) dy[i] = 2 * (y[i] - t[i]) / samples;
+    pullback(ws, p, dy, dx, g2);
+
+    const auto layout = architecture<Net>::torch_tensors();
+    std::vector<std::vector<double>> values;
+    std::vector<SafeTensor> tensors;
+    auto add = [&](const std::string& tname, std::vector<std::uint64_t> shape, std::vector<double> v) {
+        values.push_back(std::move(v));
+        tensors.push_back({tname, "F64", std::move(shape), std::as_bytes(std::span<const double>(values.back()))});
+    };
+    values.reserve(2 * layout.size() + 8);  // the spans point into values
+    for (const auto& lt : layout) {
+        std::vector<double> pv(lt.source.size()), gv(lt.source.size());
+        for (std::size_t k = 0; k < pv.size(); ++k) pv[k] = p[lt.source[k]], gv[k] = g[lt.source[k]];
+        add(lt.name, lt.shape, pv);
+        add("grad." + lt.name, lt.shape, gv);
+    }
+    add("input", sample_shape<Net>(samples, Net::in_size), x);
+    add("target", {samples, Net::out_size}, t);
+    add("loss", {1}, {loss});
+    add("dx", sample_shape<Net>(samples, Net::in_size), dx);
+    add("grad_from_pullback", {Net::num_params}, g2);
+    add("grad_flat", {Net::num_params}, g);
+    write_safetensors(dir + "/" + name + ".safetensors", tensors, {{"chainlet.architecture", architecture<Net>::text()}});
+    std::printf("wrote %s: %s\n", name.c_str(), architecture<Net>::text().c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: torch_crosscheck <dir>\n");
+        return 2;
+    }
+    const std::string dir = argv[1];
+    write_case<ResidualMlp>(dir, "residual_mlp", 1);
+    write_case<DeepONet>(dir, "deeponet", 2);
+    write_case<ParallelMix>(dir, "parallel_mix", 3);
+    write_case<UserLayerNet>(dir, "user_layer", 4);
+    write_case<ConvResidual>(dir, "conv_residual", 5);
+    return 0;
+}

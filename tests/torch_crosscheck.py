@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""PyTorch autograd cross-check of chainlet's gradients (ctest torch_crosscheck).
+
+  torch_crosscheck.py <path to the torch_crosscheck program> <work dir>
+
+The program writes, per model, chainlet's parameters (PyTorch names and layouts), inputs, targets, loss,
+parameter gradient and input gradient in float64 (tests/torch_crosscheck.cpp). Here each model is
+rebuilt in PyTorch (written out independently, with the container modules of python/chainlet_torch.py),
+loaded with load_state_dict(strict=True), and its loss (mean over samples of the summed squared error),
+parameter gradients and input gradient by autograd must agree with chainlet's to 1e-9 relative
+(max |a - b| / max |b| per tensor). Exits 77 (ctest's SKIP_RETURN_CODE) without torch or numpy.
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+try:
+    import numpy as np
+    import torch
+    from torch import nn
+except ImportError as e:
+    print(f"SKIP: the PyTorch cross-check needs torch and numpy in {sys.executable}: {e}")
+    sys.exit(77)
+
+from chainlet_torch import Parallel, Residual, Slice  # noqa: E402
+
+TOLERANCE = 1e-9
+
+
+class ScaleShift(nn.Module):
+    """The user layer of docs/api.md (tests/user_layer.hpp): y = scale * x + shift per feature."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(n))
+        self.shift = nn.Parameter(torch.zeros(n))
+
+    def forward(self, x):
+        return self.scale * x + self.shift
+
+
+def same_conv(c, oc):
+    return nn.Conv2d(c, oc, 3, padding="same")
+
+
+MODELS = {
+    "residual_mlp": lambda: nn.Sequential(
+        nn.Linear(5, 8), nn.Tanh(),
+        Residual(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8), nn.GELU(approximate="tanh")),
+        Residual(nn.Linear(8, 8), nn.Softplus()),
+        nn.Linear(8, 3)),
+    "deeponet": lambda: nn.Sequential(
+        Parallel("dot",
+                 nn.Sequential(Slice(0, 10), nn.Linear(10, 16), nn.Tanh(), nn.Linear(16, 6)),
+                 nn.Sequential(Slice(10, 2), nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 6), nn.Tanh())),
+        nn.Linear(1, 1)),
+    "parallel_mix": lambda: nn.Sequential(
+        Parallel("concat", nn.Sequential(nn.Linear(6, 4), nn.Tanh()),
+                 nn.Sequential(Slice(1, 3), nn.Linear(3, 2), nn.Sigmoid())),
+        Parallel("sum", nn.Sequential(nn.Linear(6, 5), nn.Tanh()), nn.Sequential(nn.Linear(6, 5)),
+                 nn.Sequential(Residual(nn.Linear(6, 6), nn.ReLU()), nn.Linear(6, 5))),
+        Parallel("product", nn.Sequential(nn.Linear(5, 3), nn.Tanh()), nn.Sequential(nn.Linear(5, 3), nn.Softplus()),
+                 nn.Sequential(nn.Linear(5, 3, bias=False)))),
+    "user_layer": lambda: nn.Sequential(ScaleShift(4), nn.Linear(4, 6), nn.Tanh(), ScaleShift(6), nn.Linear(6, 2)),
+    "conv_residual": lambda: nn.Sequential(
+        same_conv(2, 4), nn.Tanh(),
+        Residual(same_conv(4, 4), nn.Tanh(), same_conv(4, 4)),
+        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 3 * 2, 3)),
+}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    body = data[8 + n:]
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        assert t["dtype"] == "F64", (name, t["dtype"])
+        b, e = t["data_offsets"]
+        out[name] = np.frombuffer(body[b:e], dtype=np.float64).reshape(t["shape"]).copy()
+    return out
+
+
+def to_torch_layout(a):
+    """chainlet keeps an image sample as (H, W, C); PyTorch as (C, H, W)."""
+    return a.transpose(0, 3, 1, 2) if a.ndim == 4 else a
+
+
+def rel(a, b):
+    scale = max(float(np.max(np.abs(b))), 1e-300)
+    return float(np.max(np.abs(a - b))) / scale
+
+
+def check(path, name):
+    t = read_safetensors(path)
+    torch.manual_seed(0)
+    model = MODELS[name]().double()
+    params = {k: torch.from_numpy(v) for k, v in t.items()
+              if not k.startswith("grad") and k not in ("input", "target", "loss", "dx")}
+    model.load_state_dict(params, strict=True)
+    x = torch.from_numpy(to_torch_layout(t["input"])).requires_grad_(True)
+    y = model(x)
+    target = torch.from_numpy(t["target"])
+    loss = ((y - target) ** 2).sum() / x.shape[0]
+    loss.backward()
+    errors = {"loss": rel(np.array([loss.item()]), t["loss"]),
+              "dx": rel(x.grad.numpy(), to_torch_layout(t["dx"])),
+              "pullback vs value_and_gradient": rel(t["grad_from_pullback"], t["grad_flat"])}
+    for pname, p in model.named_parameters():
+        errors["grad." + pname] = rel(p.grad.numpy(), t["grad." + pname])
+    worst = max(errors.values())
+    status = "ok" if worst <= TOLERANCE else "FAIL"
+    print(f"{status} {name}: worst relative error {worst:.2e} over {len(errors)} tensors "
+          f"({', '.join(f'{k} {v:.1e}' for k, v in errors.items() if v > TOLERANCE) or 'all within 1e-9'})")
+    return worst <= TOLERANCE
+
+
+def main():
+    program, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    subprocess.run([program, work], check=True)
+    results = [check(os.path.join(work, f"{name}.safetensors"), name) for name in MODELS]
+    print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
+    sys.exit(0 if all(results) else 1)
+
+
+if __name__ == "__main__":
+    main()
