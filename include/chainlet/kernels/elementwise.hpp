@@ -6,11 +6,14 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "chainlet/kernels/gemm.hpp"
+#include "chainlet/kernels/simd.hpp"
 
 namespace chainlet::kernels {
 
-// dy[i] <- Act::pullback(dy[i], s[i]) where s is the layer output or pre-activation (see activations.hpp).
+using std::size_t;
+
+// dy[i] <- Act::pullback(dy[i], s[i]), s the layer output or pre-activation; Act is any type with a
+// static member template `V pullback(V dy, V s)`.
 template <class Act, class T>
 void activation_pullback(T* dy, const T* s, size_t n) {
     using V = simd::vec<T>;
