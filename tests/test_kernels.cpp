@@ -49,6 +49,38 @@ TEMPLATE_TEST_CASE("gemm_nn matches its scalar twin", "[kernel]", float, double)
     check_gemm_nn<ReLU, Init::row_bias, TestType>(false, false);
 }
 
+// hsum_add sums the lanes of many vectors at once by a transposing tree: every output must be the sum
+// of its own vector (distinct lane values, so a sum landing in the wrong place shows).
+template <class T, std::size_t N>
+void check_hsum_add() {
+    using V = simd::vec<T>;
+    constexpr std::size_t W = simd::width<T>;
+    V v[N];
+    T expect[N], out[N];
+    for (std::size_t i = 0; i < N; ++i) {
+        T lanes[W];
+        for (std::size_t j = 0; j < W; ++j) lanes[j] = static_cast<T>((i + 1) * 100 + j * j);
+        v[i] = simd::loadv<V>(lanes);
+        expect[i] = T(0.5) * static_cast<T>(i);
+        out[i] = expect[i];
+        for (std::size_t j = 0; j < W; ++j) expect[i] += lanes[j];
+    }
+    simd::hsum_add<T, N>(v, out);
+    for (std::size_t i = 0; i < N; ++i) {
+        INFO("N=" << N << " i=" << i);
+        REQUIRE(out[i] == Approx(expect[i]).epsilon(1e-6));
+    }
+}
+
+TEMPLATE_TEST_CASE("hsum_add puts each vector's sum in its own place", "[kernel]", float, double) {
+    check_hsum_add<TestType, 1>();
+    check_hsum_add<TestType, 4>();
+    check_hsum_add<TestType, 8>();
+    check_hsum_add<TestType, 16>();
+    check_hsum_add<TestType, 24>();
+    check_hsum_add<TestType, 37>();
+}
+
 TEMPLATE_TEST_CASE("gemm_nt matches its scalar twin", "[kernel]", float, double) {
     using T = TestType;
     for (std::size_t M : sizes)

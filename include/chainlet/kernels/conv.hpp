@@ -130,11 +130,12 @@ void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T*
                             drow += s.OC * n;
                         }
                     }
-                for (int i = 0; i < MR; ++i)
-                    for (int j = 0; j < PR; ++j) {
-                        if constexpr (simd::is_vector<VV>) out[i][j] += simd::hsum<T>(acc[i][j]);
-                        else out[i][j] += acc[i][j];
-                    }
+                if constexpr (simd::is_vector<VV>) {
+                    simd::hsum_add<T, MR * PR>(&acc[0][0], &out[0][0]);
+                } else {
+                    for (int i = 0; i < MR; ++i)
+                        for (int j = 0; j < PR; ++j) out[i][j] += acc[i][j];
+                }
             };
             T out[MR][PR] = {};
             if (nv > 0) sums.template operator()<V>(0, nv, out);

