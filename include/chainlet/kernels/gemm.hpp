@@ -222,9 +222,11 @@ inline void nt_tile(size_t K, const T* a, size_t lda, const T* b, size_t ldb, T*
         for (int j = 0; j < PR; ++j) c[i * ldc + j] += out[i][j];
 }
 
+// A single row (the input gradient of one sample) takes 8 outputs per tile where a vector holds 64
+// bytes: its 8 sums are then reduced together (simd::hsum_add), not one by one.
 template <int MR, class T>
 inline void nt_rows(size_t P, size_t K, const T* a, size_t lda, const T* b, size_t ldb, T* c, size_t ldc) {
-    constexpr int PR = 4;
+    constexpr int PR = MR == 1 && simd::width<T> * sizeof(T) == 64 ? 8 : 4;
     size_t p = 0;
     for (const size_t p_end = P - P % (PR); p < p_end; p += PR) nt_tile<MR, PR>(K, a, lda, b + p * ldb, ldb, c + p, ldc);
     for (; p < P; ++p) nt_tile<MR, 1>(K, a, lda, b + p * ldb, ldb, c + p, ldc);
