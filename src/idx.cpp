@@ -6,7 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
+#include <istream>
 #include <utility>
 
 namespace chainlet {
@@ -15,13 +15,17 @@ namespace {
 
 [[noreturn]] void fail(const std::string& name, const std::string& what) { throw IdxError(name + ": " + what); }
 
-// The decoded bytes of an IDX file held in memory: the bytes themselves (raw), or the output of one or
-// more concatenated gzip members (as gzip and zlib's gzread accept them).
+// The decoded bytes of an IDX file: the bytes themselves (raw), or the output of one or more
+// concatenated gzip members (as gzip and zlib's gzread accept them). The file's bytes come from
+// memory, or from a file read in blocks of 1 MiB, so the whole compressed file is never held at once
+// (it would add its size, 26 MB for Fashion-MNIST's training images, to a program's peak memory).
 class Decoder {
 public:
-    Decoder(std::span<const std::uint8_t> bytes, const std::string& name) : in_(bytes), name_(name) {
-        gzip_ = in_.size() >= 2 && in_[0] == 0x1f && in_[1] == 0x8b;
-        if (gzip_ && inflateInit2(&z_, 15 + 16) != Z_OK) fail(name_, "cannot start the gzip decoder");
+    Decoder(std::span<const std::uint8_t> bytes, const std::string& name) : in_(bytes), name_(name) { start(); }
+    Decoder(std::istream& file, std::size_t file_size, const std::string& name)
+        : file_(&file), left_in_file_(file_size), name_(name) {
+        block_.resize(std::min<std::size_t>(file_size, 1u << 20) + 2);
+        start();
     }
     ~Decoder() {
         if (gzip_) inflateEnd(&z_);
@@ -29,20 +33,27 @@ public:
     Decoder(const Decoder&) = delete;
     Decoder& operator=(const Decoder&) = delete;
 
+    // Encoded bytes not yet consumed.
+    std::size_t remaining() const { return in_.size() - pos_ + left_in_file_; }
+    bool gzip() const { return gzip_; }
+
     // Decodes up to `size` bytes into out; fewer only at the end of the data.
     std::size_t read(std::uint8_t* out, std::size_t size) {
-        if (!gzip_) {
-            const std::size_t r = std::min(size, in_.size() - pos_);
-            if (r) std::memcpy(out, in_.data() + pos_, r);
-            pos_ += r;
-            return r;
-        }
         std::size_t got = 0;
-        while (got < size && pos_ < in_.size()) {
+        if (!gzip_) {
+            while (got < size && available(1)) {
+                const std::size_t r = std::min(size - got, in_.size() - pos_);
+                std::memcpy(out + got, in_.data() + pos_, r);
+                pos_ += r;
+                got += r;
+            }
+            return got;
+        }
+        while (got < size && available(1)) {
             if (member_done_) {
                 // Another gzip member may follow; anything else after a member is damage.
-                if (in_.size() - pos_ < 2 || in_[pos_] != 0x1f || in_[pos_ + 1] != 0x8b)
-                    fail(name_, "corrupt gzip data (" + std::to_string(in_.size() - pos_) +
+                if (!available(2) || in_[pos_] != 0x1f || in_[pos_ + 1] != 0x8b)
+                    fail(name_, "corrupt gzip data (" + std::to_string(remaining()) +
                                     " bytes after the end of the compressed stream)");
                 inflateReset(&z_);
                 member_done_ = false;
@@ -60,7 +71,7 @@ public:
             if (r == Z_STREAM_END) {
                 member_done_ = true;
             } else if (r != Z_OK) {
-                if (r == Z_BUF_ERROR && z_.avail_in == 0) break;  // the input ended inside a member
+                if (r == Z_BUF_ERROR && z_.avail_in == 0) continue;  // needs more input (if there is any)
                 fail(name_, std::string("corrupt gzip data (") + (z_.msg ? z_.msg : "zlib error " + std::to_string(r)) + ")");
             }
         }
@@ -70,7 +81,29 @@ public:
     }
 
 private:
+    void start() {
+        gzip_ = available(2) && in_[pos_] == 0x1f && in_[pos_ + 1] == 0x8b;
+        if (gzip_ && inflateInit2(&z_, 15 + 16) != Z_OK) fail(name_, "cannot start the gzip decoder");
+    }
+
+    // True if at least k unread bytes are in in_, reading the next block of the file if needed.
+    bool available(std::size_t k) {
+        const std::size_t kept = in_.size() - pos_;
+        if (kept >= k || !file_ || left_in_file_ == 0) return kept >= k;
+        std::memmove(block_.data(), in_.data() + pos_, kept);
+        const std::size_t want = std::min(left_in_file_, block_.size() - kept);
+        if (!file_->read(reinterpret_cast<char*>(block_.data() + kept), static_cast<std::streamsize>(want)))
+            fail(name_, "read error");
+        left_in_file_ -= want;
+        in_ = std::span<const std::uint8_t>(block_.data(), kept + want);
+        pos_ = 0;
+        return kept + want >= k;
+    }
+
     std::span<const std::uint8_t> in_;
+    std::istream* file_ = nullptr;
+    std::size_t left_in_file_ = 0;
+    std::vector<std::uint8_t> block_;
     const std::string& name_;
     std::size_t pos_ = 0;
     bool gzip_ = false, member_done_ = false;
@@ -85,10 +118,7 @@ void read_exact(Decoder& d, const std::string& name, std::uint8_t* out, std::siz
                        std::to_string(got) + " are there");
 }
 
-}  // namespace
-
-IdxArray parse_idx(std::span<const std::uint8_t> bytes, const std::string& name, std::size_t expected_rank) {
-    Decoder d(bytes, name);
+IdxArray parse(Decoder& d, const std::string& name, std::size_t expected_rank) {
     std::uint8_t magic[4];
     read_exact(d, name, magic, 4, "the header");
     if (magic[0] != 0 || magic[1] != 0) fail(name, "not an IDX file (bad magic number)");
@@ -109,12 +139,17 @@ IdxArray parse_idx(std::span<const std::uint8_t> bytes, const std::string& name,
         total *= n;
         a.dims.push_back(n);
     }
-    // The buffer grows with the bytes actually decoded (doubling from 64 KiB), so a damaged header that
+    // If the encoded bytes can hold the data (raw: as many bytes; gzip: deflate expands at most 1032
+    // times), the buffer is allocated once at its size: growing it would copy it, and the old and the
+    // new buffer together would set the peak memory of a program that loads a data set. Otherwise the
+    // buffer grows with the bytes actually decoded (doubling from 64 KiB), so a damaged header that
     // claims far more data than the file holds is reported as truncation, not as a huge allocation.
+    const std::size_t could_hold = d.gzip() ? d.remaining() * 1032 : d.remaining();
+    if (total <= could_hold) a.data.resize(total);
     std::size_t got = 0;
     while (got < total) {
         const std::size_t want = std::min(total, std::max<std::size_t>(2 * got, 1u << 16));
-        a.data.resize(want);
+        if (a.data.size() < want) a.data.resize(want);
         const std::size_t r = d.read(a.data.data() + got, want - got);
         got += r;
         if (got < want) break;
@@ -127,14 +162,22 @@ IdxArray parse_idx(std::span<const std::uint8_t> bytes, const std::string& name,
     return a;
 }
 
+}  // namespace
+
+IdxArray parse_idx(std::span<const std::uint8_t> bytes, const std::string& name, std::size_t expected_rank) {
+    Decoder d(bytes, name);
+    return parse(d, name, expected_rank);
+}
+
 IdxArray read_idx(const std::string& path, std::size_t expected_rank) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) fail(path, "no such file");
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec) fail(path, "cannot read its size (" + ec.message() + ")");
     std::ifstream in(path, std::ios::binary);
     if (!in) fail(path, "cannot open");
-    const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) fail(path, "read error");
-    return parse_idx(bytes, path, expected_rank);
+    Decoder d(in, static_cast<std::size_t>(size), path);
+    return parse(d, path, expected_rank);
 }
 ImageDataset load_idx_dataset(const std::string& dir, const std::string& prefix, std::size_t num_classes) {
     auto find = [&](const std::string& stem) {

@@ -113,3 +113,38 @@ TEST_CASE("IDX data set: pixels as stored, labels checked against the images and
     REQUIRE_THROWS_WITH(load_idx_dataset(dir.path.string(), "t10k"), Catch::Contains("label 10 of sample 2 is not below 10"));
     REQUIRE_THROWS_WITH(load_idx_dataset(dir.path.string(), "nope"), Catch::Contains("no such file"));
 }
+
+// read_idx decodes a file in blocks of 1 MiB: files of several blocks, raw and gzip, and a gzip file of
+// two members whose boundary falls on a block boundary, give the bytes parse_idx gives from memory.
+TEST_CASE("IDX: files of several read blocks, and gzip members across a block boundary", "[idx]") {
+    TempDir dir;
+    std::vector<unsigned char> data(3 * 1024 * 1024 + 77);
+    std::uint32_t r = 12345;
+    for (auto& v : data) v = static_cast<unsigned char>((r = r * 1103515245u + 12345u) >> 24);  // incompressible
+    const auto bytes = idx_bytes({static_cast<std::uint32_t>(data.size())}, data);
+    for (bool gz : {false, true}) {
+        const IdxArray a = read_idx(write(dir, gz ? "big.idx.gz" : "big.idx", bytes, gz), 1);
+        REQUIRE(a.data == data);
+    }
+    // Two members, the first ending exactly at the first block boundary (a stored member of random
+    // bytes is a little longer than its input: cut the input so its compressed size is 1 MiB).
+    const std::string p = dir.file("two.idx.gz");
+    std::size_t first = (1u << 20) - 200;
+    for (int tries = 0;; ++tries) {
+        {
+            gzFile f = gzopen(p.c_str(), "wb");
+            gzwrite(f, bytes.data(), static_cast<unsigned>(first));
+            gzclose(f);
+        }
+        const auto size = fs::file_size(p);
+        if (size == (1u << 20) || tries > 50) break;
+        first = first + (1u << 20) - size;
+    }
+    REQUIRE(fs::file_size(p) == (1u << 20));
+    {
+        gzFile f = gzopen(p.c_str(), "ab");
+        gzwrite(f, bytes.data() + first, static_cast<unsigned>(bytes.size() - first));
+        gzclose(f);
+    }
+    REQUIRE(read_idx(p, 1).data == data);
+}

@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "chainlet/activations.hpp"
+#include "chainlet/kernels/conv.hpp"
 #include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/kernels/gemm.hpp"
 #include "support.hpp"
@@ -41,10 +43,42 @@ void check_gemm_nn(bool transposed_a, bool with_z) {
 
 TEMPLATE_TEST_CASE("gemm_nn matches its scalar twin", "[kernel]", float, double) {
     check_gemm_nn<Identity, Init::zero, TestType>(false, false);
-    check_gemm_nn<Identity, Init::accumulate, TestType>(true, false);
+    check_gemm_nn<NoEpilogue, Init::accumulate, TestType>(true, false);
     check_gemm_nn<Tanh, Init::row_bias, TestType>(true, true);
     check_gemm_nn<GELU, Init::col_bias, TestType>(false, true);
     check_gemm_nn<ReLU, Init::row_bias, TestType>(false, false);
+}
+
+// hsum_add sums the lanes of many vectors at once by a transposing tree: every output must be the sum
+// of its own vector (distinct lane values, so a sum landing in the wrong place shows).
+template <class T, std::size_t N>
+void check_hsum_add() {
+    using V = simd::vec<T>;
+    constexpr std::size_t W = simd::width<T>;
+    V v[N];
+    T expect[N], out[N];
+    for (std::size_t i = 0; i < N; ++i) {
+        T lanes[W];
+        for (std::size_t j = 0; j < W; ++j) lanes[j] = static_cast<T>((i + 1) * 100 + j * j);
+        v[i] = simd::loadv<V>(lanes);
+        expect[i] = T(0.5) * static_cast<T>(i);
+        out[i] = expect[i];
+        for (std::size_t j = 0; j < W; ++j) expect[i] += lanes[j];
+    }
+    simd::hsum_add<T, N>(v, out);
+    for (std::size_t i = 0; i < N; ++i) {
+        INFO("N=" << N << " i=" << i);
+        REQUIRE(out[i] == Approx(expect[i]).epsilon(1e-6));
+    }
+}
+
+TEMPLATE_TEST_CASE("hsum_add puts each vector's sum in its own place", "[kernel]", float, double) {
+    check_hsum_add<TestType, 1>();
+    check_hsum_add<TestType, 4>();
+    check_hsum_add<TestType, 8>();
+    check_hsum_add<TestType, 16>();
+    check_hsum_add<TestType, 24>();
+    check_hsum_add<TestType, 37>();
 }
 
 TEMPLATE_TEST_CASE("gemm_nt matches its scalar twin", "[kernel]", float, double) {
@@ -62,7 +96,7 @@ TEMPLATE_TEST_CASE("gemm_nt matches its scalar twin", "[kernel]", float, double)
             }
 }
 
-TEMPLATE_TEST_CASE("gemv_t matches gemm_nn's scalar twin", "[kernel]", float, double) {
+TEMPLATE_TEST_CASE("gemv_t matches its scalar twin", "[kernel]", float, double) {
     using T = TestType;
     for (std::size_t N : sizes)
         for (std::size_t K : sizes) {
@@ -71,10 +105,44 @@ TEMPLATE_TEST_CASE("gemv_t matches gemm_nn's scalar twin", "[kernel]", float, do
             const auto bias = test::random_vector<T>(N, N);
             std::vector<T> y1(N), y2(N), z1(N), z2(N);
             gemv_t<Sigmoid>(N, K, x.data(), b.data(), N, bias.data(), y1.data(), z1.data());
-            gemm_nn_reference<Sigmoid, Init::col_bias>(1, N, K, x.data(), 0, 1, b.data(), N, y2.data(), N, bias.data(),
-                                                       z2.data());
+            gemv_t_reference<Sigmoid>(N, K, x.data(), b.data(), N, bias.data(), y2.data(), z2.data());
+            INFO("N=" << N << " K=" << K);
             REQUIRE(test::max_rel_diff(y1, y2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
             REQUIRE(test::max_rel_diff(z1, z2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+            // without z, and the twin agrees with gemm_nn's twin (one row, a column bias)
+            std::vector<T> y3(N);
+            gemv_t<Tanh>(N, K, x.data(), b.data(), N, bias.data(), y1.data());
+            gemm_nn_reference<Tanh, Init::col_bias>(1, N, K, x.data(), 0, 1, b.data(), N, y3.data(), N, bias.data());
+            REQUIRE(test::max_rel_diff(y1, y3) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+        }
+}
+
+TEMPLATE_TEST_CASE("channel_sums_add matches its scalar twin", "[kernel]", float, double) {
+    using T = TestType;
+    for (std::size_t P : {std::size_t(1), std::size_t(3), std::size_t(17)})
+        for (std::size_t C : {std::size_t(1), std::size_t(6), std::size_t(7)})
+            for (std::size_t n : sizes) {
+                const auto dz = test::random_vector<T>(P * C * n, P * 31 + C * 7 + n);
+                auto d1 = test::random_vector<T>(C, C), d2 = d1;
+                channel_sums_add(P, C, dz.data(), n, d1.data());
+                channel_sums_add_reference(P, C, dz.data(), n, d2.data());
+                INFO("P=" << P << " C=" << C << " n=" << n);
+                REQUIRE(test::max_rel_diff(d1, d2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+            }
+}
+
+TEMPLATE_TEST_CASE("pad_copy matches its scalar twin", "[kernel]", float, double) {
+    using T = TestType;
+    for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(17)})
+        for (std::size_t pad : {std::size_t(0), std::size_t(1), std::size_t(4)}) {
+            const std::size_t H = 5, W = 3, C = 3, top = pad, left = pad + 1, bottom = pad / 2, right = pad;
+            const auto src = test::random_vector<T>(H * W * C * n, n + pad);
+            const std::size_t size = (H + top + bottom) * (W + left + right) * C * n;
+            auto d1 = test::random_vector<T>(size, 1), d2 = test::random_vector<T>(size, 2);  // garbage to overwrite
+            pad_copy(src.data(), H, W, C, n, top, left, bottom, right, d1.data());
+            pad_copy_reference(src.data(), H, W, C, n, top, left, bottom, right, d2.data());
+            INFO("n=" << n << " pad=" << pad);
+            REQUIRE(d1 == d2);
         }
 }
 

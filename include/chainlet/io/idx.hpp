@@ -31,7 +31,7 @@ struct IdxArray {
 IdxArray read_idx(const std::string& path, std::size_t expected_rank = 0);
 
 // The same from bytes in memory (raw or gzip, detected by the gzip magic 1f 8b); `name` stands for the
-// file in error messages. read_idx reads the file and calls this.
+// file in error messages. (read_idx decodes the file as it reads it, in blocks.)
 IdxArray parse_idx(std::span<const std::uint8_t> bytes, const std::string& name, std::size_t expected_rank = 0);
 
 // An image classification data set in memory: n rows of height * width pixel bytes (one channel),

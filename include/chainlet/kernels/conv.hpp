@@ -42,8 +42,8 @@ struct ConvShape {
     constexpr size_t K() const { return KH * KW * IC; }
 };
 
-// out (OH x OW x OC rows of n) = Act(start + sum_k A(oc, k) patch_k), with A(oc, k) = a[oc * a_rs + a_off(k)].
-template <class Act, Init init, class T, class AOff>
+// out (OH x OW x OC rows of n) = Epilogue(start + sum_k A(oc, k) patch_k), with A(oc, k) = a[oc * a_rs + a_off(k)].
+template <class Epilogue, Init init, class T, class AOff>
 void conv_valid(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a_off, const T* in, size_t n, T* out,
                 std::type_identity_t<const T*> bias, std::type_identity_t<T*> z) {
     using V = simd::vec<T>;
@@ -70,8 +70,8 @@ void conv_valid(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a_off, cons
                 size_t v = 0;
                 if constexpr (simd::enabled)
                     for (const size_t v_end = n - n % W; v < v_end; v += W)
-                        nn_tile<Act, init, V, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(v)));
-                for (; v < n; ++v) nn_tile<Act, init, T, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(v)));
+                        nn_tile<Epilogue, init, V, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(v)));
+                for (; v < n; ++v) nn_tile<Epilogue, init, T, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(v)));
             });
         };
         size_t ox = 0;
@@ -80,7 +80,7 @@ void conv_valid(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a_off, cons
     }
 }
 
-template <class Act, Init init, class T, class AOff>
+template <class Epilogue, Init init, class T, class AOff>
 void conv_valid_reference(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a_off, const T* in, size_t n,
                           T* out, const T* bias, T* z) {
     for (size_t oy = 0; oy < s.OH; ++oy)
@@ -93,7 +93,7 @@ void conv_valid_reference(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a
                         acc += a[static_cast<ptrdiff_t>(oc) * a_rs + a_off(k)] *
                                in[((oy * s.IW + ox) * s.IC + s.patch[k]) * n + j];
                     if (z) z[row * n + j] = acc;
-                    out[row * n + j] = Act::value(acc);
+                    out[row * n + j] = Epilogue::value(acc);
                 }
 }
 
@@ -130,11 +130,12 @@ void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T*
                             drow += s.OC * n;
                         }
                     }
-                for (int i = 0; i < MR; ++i)
-                    for (int j = 0; j < PR; ++j) {
-                        if constexpr (simd::is_vector<VV>) out[i][j] += simd::hsum<T>(acc[i][j]);
-                        else out[i][j] += acc[i][j];
-                    }
+                if constexpr (simd::is_vector<VV>) {
+                    simd::hsum_add<T, MR * PR>(&acc[0][0], &out[0][0]);
+                } else {
+                    for (int i = 0; i < MR; ++i)
+                        for (int j = 0; j < PR; ++j) out[i][j] += acc[i][j];
+                }
             };
             T out[MR][PR] = {};
             if (nv > 0) sums.template operator()<V>(0, nv, out);
@@ -178,6 +179,16 @@ void channel_sums_add(size_t P, size_t C, const T* dz, size_t n, T* db) {
     }
 }
 
+template <class T>
+void channel_sums_add_reference(size_t P, size_t C, const T* dz, size_t n, T* db) {
+    for (size_t c = 0; c < C; ++c) {
+        T s = 0;
+        for (size_t p = 0; p < P; ++p)
+            for (size_t j = 0; j < n; ++j) s += dz[(p * C + c) * n + j];
+        db[c] += s;
+    }
+}
+
 // dst ((H + top + bottom) x (W + left + right) x C rows of n) = src (H x W x C) surrounded by zeros.
 template <class T>
 void pad_copy(const T* src, size_t H, size_t W, size_t C, size_t n, size_t top, size_t left, size_t bottom,
@@ -185,6 +196,18 @@ void pad_copy(const T* src, size_t H, size_t W, size_t C, size_t n, size_t top, 
     const size_t DW = W + left + right, row = C * n;
     std::fill_n(dst, (H + top + bottom) * DW * row, T(0));
     for (size_t y = 0; y < H; ++y) std::memcpy(dst + ((y + top) * DW + left) * row, src + y * W * row, W * row * sizeof(T));
+}
+
+template <class T>
+void pad_copy_reference(const T* src, size_t H, size_t W, size_t C, size_t n, size_t top, size_t left, size_t bottom,
+                        size_t right, T* dst) {
+    const size_t DH = H + top + bottom, DW = W + left + right;
+    for (size_t y = 0; y < DH; ++y)
+        for (size_t x = 0; x < DW; ++x)
+            for (size_t e = 0; e < C * n; ++e) {
+                const bool inside = y >= top && y < top + H && x >= left && x < left + W;
+                dst[(y * DW + x) * C * n + e] = inside ? src[((y - top) * W + (x - left)) * C * n + e] : T(0);
+            }
 }
 
 }  // namespace chainlet::kernels

@@ -5,12 +5,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
-#include "chainlet/kernels/gemm.hpp"
+#include "chainlet/kernels/simd.hpp"
 
 namespace chainlet::kernels {
 
-// dy[i] <- Act::pullback(dy[i], s[i]) where s is the layer output or pre-activation (see activations.hpp).
+using std::size_t;
+
+// dy[i] <- Act::pullback(dy[i], s[i]), s the layer output or pre-activation; Act is any type with a
+// static member template `V pullback(V dy, V s)`.
 template <class Act, class T>
 void activation_pullback(T* dy, const T* s, size_t n) {
     using V = simd::vec<T>;
@@ -70,20 +74,27 @@ void add_to(T* dst, const T* src, size_t n) {
     for (; i < n; ++i) dst[i] += src[i];
 }
 
-// C[m, n] += x[m] y[n]: the weight gradient of one sample, an outer product, vectorised along n.
+// C[m, n] += x[m] y[n]: the weight gradient of one sample, an outer product, vectorised along n, with
+// a half- and a quarter-width vector where they fit (a layer of 4 or 8 outputs).
 template <class T>
 void outer_add(size_t M, size_t N, const T* x, const T* y, T* c, size_t ldc) {
-    using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
     for (size_t m = 0; m < M; ++m) {
         T* r = c + m * ldc;
         size_t n = 0;
-        if constexpr (simd::enabled) {
+        auto run = [&]<class V>(size_t n_end) {
             const V xm(x[m]);
-            for (const size_t n_end = N - N % W; n < n_end; n += W)
-                simd::fma(xm, V::load_unaligned(y + n), V::load_unaligned(r + n)).store_unaligned(r + n);
+            for (; n + simd::lanes<V> <= n_end; n += simd::lanes<V>)
+                simd::storev(r + n, simd::fma(xm, simd::loadv<V>(y + n), simd::loadv<V>(r + n)));
+        };
+        if constexpr (simd::enabled) {
+            run.template operator()<simd::vec<T>>(N);
+            using H = simd::sized_vec<T, W / 2>;
+            if constexpr (W >= 8 && !std::is_void_v<H>) run.template operator()<H>(N);
+            using Q = simd::sized_vec<T, W / 4>;
+            if constexpr (W >= 16 && !std::is_void_v<Q>) run.template operator()<Q>(N);
         }
-        for (; n < N; ++n) r[n] += x[m] * y[n];
+        run.template operator()<T>(N);
     }
 }
 

@@ -87,6 +87,40 @@ inline T hsum(vec<T> v) {
 #endif
 }
 
+// out[i] += the sum of the lanes of v[i] for i < count. Each group of `width` vectors is reduced at once
+// by xsimd's transposing tree of shuffles and adds (about one instruction per vector, against the
+// log2(width) dependent steps of reducing each vector alone); the vectors left over go one by one.
+// The order of every sum is fixed, so the result does not depend on where or when it runs.
+// (xsimd 8.1's haddp of 16 AVX-512 float vectors returns its sums in the wrong lanes, 0 1 4 5 2 3 ...:
+// there each vector is first folded to 8 lanes, its two halves added, and AVX's haddp, which is right,
+// reduces 8 of those at a time. test_kernels checks every lane.)
+template <class T, std::size_t count>
+inline void hsum_add(const vec<T>* v, T* out) {
+#ifdef CHAINLET_SCALAR
+    constexpr std::size_t group = 1;
+#else
+    // vectors reduced together
+    constexpr std::size_t group = std::is_same_v<T, float> && width<T> == 16 ? 8 : width<T>;
+    for (std::size_t i = 0; i < count - count % group; i += group) {
+#ifdef __AVX512F__
+        if constexpr (std::is_same_v<T, float> && width<T> == 16) {
+            using H = xsimd::batch<float, xsimd::avx2>;
+            H half[8];
+            for (std::size_t j = 0; j < 8; ++j) {
+                const __m512 x = v[i + j];
+                half[j] = H(_mm512_castps512_ps256(x)) +
+                          H(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+            }
+            (xsimd::haddp(half) + H::load_unaligned(out + i)).store_unaligned(out + i);
+            continue;
+        }
+#endif
+        (xsimd::haddp(v + i) + vec<T>::load_unaligned(out + i)).store_unaligned(out + i);
+    }
+#endif
+    for (std::size_t k = count - count % group; k < count; ++k) out[k] += hsum<T>(v[k]);
+}
+
 // Returns v, held in a register: without this GCC 12 re-reads a loaded vector from memory for every
 // FMA that uses it (folding the load into the FMA), which doubles the loads of a register tile.
 template <class V>

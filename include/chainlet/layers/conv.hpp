@@ -121,7 +121,7 @@ struct Conv {
                 T* dzp = scratch;
                 pad_copy(static_cast<const T*>(dy), OH, OW, OC, n, KH - 1 - pad_top, KW - 1 - pad_left,
                          KH - 1 - pad_bottom, KW - 1 - pad_right, dzp);
-                conv_valid<Identity, Init::zero>(input_grad_shape, p, OC, Table{flipped.data(), 1}, dzp, n, dx,
+                conv_valid<NoEpilogue, Init::zero>(input_grad_shape, p, OC, Table{flipped.data(), 1}, dzp, n, dx,
                                                  nullptr, nullptr);
             }
         }

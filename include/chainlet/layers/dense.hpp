@@ -101,7 +101,7 @@ struct Dense {
                     // would each end in a horizontal sum).
                     T* dzt = scratch;
                     scatter_transpose(dy, Out, n, dzt);
-                    gemm_nn<Identity, Init::accumulate>(in_size, Out, n, x, static_cast<std::ptrdiff_t>(n), 1, dzt,
+                    gemm_nn<NoEpilogue, Init::accumulate>(in_size, Out, n, x, static_cast<std::ptrdiff_t>(n), 1, dzt,
                                                         Out, gw, Out);
                 } else {
                     // dW[i, o] += sum_s x[i, s] dz[o, s]
@@ -109,7 +109,7 @@ struct Dense {
                 }
                 if constexpr (Bias) row_sums_add(Out, n, dy, n, g + num_weights);
                 // dX (In x n) = W^T dZ, W^T(i, o) = w[i * Out + o]
-                if (dx) gemm_nn<Identity, Init::zero>(in_size, n, Out, w, Out, 1, dy, n, dx, n);
+                if (dx) gemm_nn<NoEpilogue, Init::zero>(in_size, n, Out, w, Out, 1, dy, n, dx, n);
             }
         }
 
