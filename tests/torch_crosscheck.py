@@ -74,18 +74,7 @@ MODELS = {
 
 
 # ---- issue 13: standalone activations, Softmax, LayerNorm, RMSNorm, Dropout (layers13a) ----
-class RMSNorm(nn.Module):
-    """PyTorch 2.4's nn.RMSNorm(n, eps=1e-5) written out (Debian's torch 1.13 has none):
-    x / sqrt(mean(x^2) + eps) * weight over the last dimension."""
-
-    def __init__(self, n, eps=1e-5):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(n))
-
-    def forward(self, x):
-        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps) * self.weight
-
+from chainlet_torch import RMSNorm  # noqa: E402  (PyTorch 2.4's nn.RMSNorm(n, eps=1e-5), written out)
 
 class RecordedDropout(nn.Dropout):
     """nn.Dropout(p) in train mode with chainlet's mask: the file holds the multipliers (0 or 1 / (1 - p),
