@@ -7,6 +7,8 @@ containers map to the modules below; their tensor names follow from the attribut
   Parallel<Combine, Branch<...>...>   Parallel("concat"|"sum"|"product"|"dot",
                                                nn.Sequential(...), ...)        "<i>.branches.<b>.<j>.weight"
   Slice<First, Count>                 Slice(first, count)                      (no tensors)
+  RMSNorm                             RMSNorm(features)                        "<i>.weight"
+(RMSNorm: PyTorch 2.4's nn.RMSNorm(features, eps=1e-5) is the same module; this one is for older PyTorch.)
 Inputs are (batch, features), or (batch, C, H, W) for images (chainlet keeps (H, W, C) per sample).
 """
 import torch
@@ -54,3 +56,16 @@ class Slice(nn.Module):
 
     def forward(self, x):
         return x[:, self.first:self.first + self.count]
+
+
+class RMSNorm(nn.Module):
+    """chainlet's RMSNorm, PyTorch 2.4's nn.RMSNorm(n, eps=1e-5) written out for older PyTorch (Debian's
+    1.13 has none): x / sqrt(mean(x^2) + eps) * weight over the last dimension."""
+
+    def __init__(self, n, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(n))
+
+    def forward(self, x):
+        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps) * self.weight

@@ -23,6 +23,10 @@ using SmallConv = Chain<Input<12, 10, 2>, Conv<3, 3, 4, ReLU>, MaxPool<2>, Conv<
                         MaxPool<2>, Flatten, Dense<7, Tanh>, Dense<3>>;
 using LeNet5 = Chain<Input<28, 28, 1>, Conv<5, 5, 6, ReLU>, MaxPool<2, 2>, Conv<5, 5, 16, ReLU>, MaxPool<2, 2>, Flatten,
                      Dense<120, ReLU>, Dense<84, ReLU>, Dense<10>>;
+// Issue 13's layers: standalone activations, LayerNorm and RMSNorm (weights in PyTorch's order after a
+// Flatten of an image), Dropout (the identity in predict, nn.Dropout in eval mode), a final Softmax.
+using Issue13 = Chain<Input<4, 3, 2>, Conv<2, 2, 3>, ActivationLayer<ELU>, Flatten, LayerNorm, Dropout<25>,
+                      Dense<8, GELUExact>, RMSNorm, Dense<5, LeakyReLU<1, 5>>, ActivationLayer<SiLU>, Dense<3>, Softmax>;
 constexpr std::size_t samples = 5;
 
 template <class Net>
@@ -89,9 +93,11 @@ bool run(const std::string& mode, const std::string& dir) {
         export_model<Mlp, T>(dir, "mlp");
         export_model<SmallConv, T>(dir, "smallconv");
         export_model<LeNet5, T>(dir, "lenet5");
+        export_model<Issue13, T>(dir, "issue13");
         return true;
     }
-    bool ok = import_model<Mlp, T>(dir, "mlp");
+    bool ok = import_model<Issue13, T>(dir, "issue13");
+    ok = import_model<Mlp, T>(dir, "mlp") && ok;
     ok = import_model<SmallConv, T>(dir, "smallconv") && ok;
     return import_model<LeNet5, T>(dir, "lenet5") && ok;
 }

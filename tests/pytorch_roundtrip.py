@@ -26,6 +26,9 @@ except ImportError as e:  # the test is skipped, visibly
     print(f"SKIP: PyTorch round trip needs torch and numpy in {sys.executable}: {e}")
     sys.exit(77)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from chainlet_torch import RMSNorm  # noqa: E402  (PyTorch 2.4's nn.RMSNorm(n, eps=1e-5), written out)
+
 TOLERANCE = 1e-5
 DTYPES = {"F32": (np.float32, torch.float32), "F64": (np.float64, torch.float64)}
 
@@ -46,7 +49,13 @@ def lenet5():
                          nn.ReLU(), nn.Linear(84, 10))
 
 
-MODELS = {"mlp": mlp, "smallconv": smallconv, "lenet5": lenet5}
+def issue13():  # chainlet: Issue13 in pytorch_roundtrip.cpp; eval mode: Dropout is the identity, as in predict
+    return nn.Sequential(nn.Conv2d(2, 3, 2), nn.ELU(), nn.Flatten(), nn.LayerNorm(18), nn.Dropout(0.25),
+                         nn.Linear(18, 8), nn.GELU(), RMSNorm(8), nn.Linear(8, 5), nn.LeakyReLU(0.2), nn.SiLU(),
+                         nn.Linear(5, 3), nn.Softmax(dim=1)).eval()
+
+
+MODELS = {"mlp": mlp, "smallconv": smallconv, "lenet5": lenet5, "issue13": issue13}
 
 
 def read_safetensors(path):
@@ -121,7 +130,7 @@ def main():
     for dtype, (np_type, torch_type) in DTYPES.items():
         for name, build in MODELS.items():
             model = build().to(torch_type)
-            shape = {"mlp": (5, 4), "smallconv": (5, 2, 12, 10), "lenet5": (5, 1, 28, 28)}[name]
+            shape = {"mlp": (5, 4), "smallconv": (5, 2, 12, 10), "lenet5": (5, 1, 28, 28), "issue13": (5, 2, 4, 3)}[name]
             x = rng.standard_normal(shape).astype(np_type)
             with torch.no_grad():
                 out = model(torch.from_numpy(x)).numpy()

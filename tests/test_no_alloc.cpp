@@ -2,6 +2,7 @@
 // workspace exists: every operator new in this program is counted.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <vector>
 
 #include "alloc_counter.hpp"
@@ -84,4 +85,26 @@ TEST_CASE("a training step through containers allocates nothing", "[alloc][conta
     }
     const long during_steps = allocations.load() - before;
     REQUIRE(during_steps == 0);
+}
+
+TEST_CASE("a training step of a chain with Dropout, LayerNorm and RMSNorm allocates nothing", "[alloc][dropout]") {
+    using Net = Chain<Input<4>, Dense<32, GELUExact>, Dropout<25>, LayerNorm, Dense<16, ELU>, RMSNorm, Dropout<10>,
+                      Dense<4>, ActivationLayer<Tanh>>;
+    for (std::size_t n : {std::size_t(1), std::size_t(300), std::size_t(5000)}) {
+        std::vector<float> p(Net::num_params), g(Net::num_params);
+        init_params<Net>(p, 1);
+        const auto x = test::random_vector<float>(4 * n, 2), y = test::random_vector<float>(4 * n, 3);
+        Workspace<Net, float> ws(n, 2);
+        Adam opt(1e-3f);
+        opt.init(p.size());
+        value_and_gradient<Net>(ws, p, g, x, y, SquaredError{}, 2);  // warm-up (OpenMP starts its threads)
+        const long before = allocations.load();
+        for (std::uint64_t step = 0; step < 20; ++step) {
+            value_and_gradient<Net>(ws, p, g, x, y, SquaredError{}, 2, Pass{.training = true, .seed = 3, .step = step});
+            opt.step(p, g);
+        }
+        const long during_steps = allocations.load() - before;
+        INFO("n=" << n);
+        REQUIRE(during_steps == 0);
+    }
 }

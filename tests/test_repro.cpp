@@ -69,6 +69,18 @@ TEST_CASE("repro: a small conv chain trains to the same bits on 1, 2 and 3 threa
     REQUIRE(p1 == p3);
 }
 
+TEST_CASE("repro: a chain with Dropout and LayerNorm trains to the same bits on 1, 2 and 3 threads", "[repro][parallel][dropout]") {
+    using WithDropout = Chain<Input<4>, Dense<32, Tanh>, Dropout<20>, LayerNorm, Dense<16, SiLU>, Dropout<1, 3>, Dense<4>>;
+    using WS = Workspace<WithDropout, float>;
+    const std::size_t batch = 5 * WS::chunk + 3, n = 2 * batch + 11;  // several chunks, a short last batch
+    const auto x = test::random_vector<float>(4 * n, 14), y = test::random_vector<float>(4 * n, 15);
+    const auto p1 = train<WithDropout, SquaredError>(x, y, batch, 2, 1);
+    const auto p2 = train<WithDropout, SquaredError>(x, y, batch, 2, 2);
+    const auto p3 = train<WithDropout, SquaredError>(x, y, batch, 2, 3);
+    REQUIRE(p1 == p2);
+    REQUIRE(p1 == p3);
+}
+
 TEST_CASE("repro: value_and_gradient and predict give the same bits on 1, 2 and 3 threads", "[repro][parallel]") {
     using WS = Workspace<Dense3, float>;
     for (std::size_t n : {std::size_t(1), WS::chunk - 1, 5 * WS::chunk + 3, WS::chunk * (2 * WS::max_groups + 1)}) {

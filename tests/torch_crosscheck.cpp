@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chainlet/chainlet.hpp"
@@ -89,6 +90,69 @@ void write_case(const std::string& dir, const std::string& name, std::uint64_t s
     std::printf("wrote %s: %s\n", name.c_str(), architecture<Net>::text().c_str());
 }
 
+// ---- issue 13: standalone activations, Softmax, LayerNorm, RMSNorm, Dropout (layers13a) ----
+using ActivationsNet = Chain<Input<5>, Dense<7>, ActivationLayer<ELU>, Dense<6, LeakyReLU<1, 5>>, ActivationLayer<SiLU>,
+                             Dense<5, GELUExact>, ActivationLayer<GELUExact>, Dense<4, ELU>, Dense<3, SiLU>, Softmax>;
+// The norms after a Flatten of a convolution's output: their weights map through PyTorch's (C, H, W) order.
+using NormsNet = Chain<Input<3, 2, 2>, Conv<2, 2, 3, Tanh>, Flatten, LayerNorm, Dense<7, Tanh>, RMSNorm, Dense<3>>;
+using DropoutNet = Chain<Input<6>, Dense<9, Tanh>, Dropout<30>, Dense<5, Tanh>, Dropout<1, 3>, Dense<2>>;
+
+// A training-mode case (Dropout active): the loss and gradient from value_and_gradient with the pass,
+// dx and a second gradient from the chain's own forward and pullback with the same pass (the pullback
+// API is for inference and runs Dropout as the identity), and each Dropout layer's multipliers as
+// "dropout_mask.<PyTorch module name>" (samples x features) for the PyTorch model to apply.
+template <class Net>
+void write_training_case(const std::string& dir, const std::string& name, std::uint64_t seed, const Pass& pass,
+                         const std::vector<std::pair<std::size_t, std::string>>& masks) {
+    Rng rng(seed);
+    const auto p = normal(Net::num_params, rng, 0.5);
+    const auto x = normal(samples * Net::in_size, rng, 1.0);
+    const auto t = normal(samples * Net::out_size, rng, 1.0);
+    std::vector<double> g(Net::num_params);
+    const double loss = value_and_gradient<Net>(p, g, x, t, SquaredError{}, 1, pass);
+
+    const std::size_t n = samples;
+    std::vector<double> xt(x.size()), yt(n * Net::out_size), dyt(yt.size()), dxt(x.size()), g2(Net::num_params, 0.0);
+    std::vector<double> saved(Net::saved_per_sample * n), scratch(Net::scratch_per_sample * n);
+    kernels::gather_transpose(x.data(), Net::in_size, nullptr, n, xt.data());
+    Net::forward(p.data(), xt.data(), yt.data(), saved.data(), n, pass);
+    for (std::size_t o = 0; o < Net::out_size; ++o)
+        for (std::size_t s = 0; s < n; ++s) dyt[o * n + s] = 2 * (yt[o * n + s] - t[s * Net::out_size + o]) / n;
+    Net::pullback(p.data(), g2.data(), xt.data(), yt.data(), saved.data(), scratch.data(), dyt.data(), dxt.data(), n);
+    std::vector<double> dx(x.size());
+    kernels::scatter_transpose(dxt.data(), Net::in_size, n, dx.data());
+
+    const auto layout = architecture<Net>::torch_tensors();
+    std::vector<std::vector<double>> values;
+    std::vector<SafeTensor> tensors;
+    auto add = [&](const std::string& tname, std::vector<std::uint64_t> shape, std::vector<double> v) {
+        values.push_back(std::move(v));
+        tensors.push_back({tname, "F64", std::move(shape), std::as_bytes(std::span<const double>(values.back()))});
+    };
+    values.reserve(2 * layout.size() + 8 + masks.size());
+    for (const auto& lt : layout) {
+        std::vector<double> pv(lt.source.size()), gv(lt.source.size());
+        for (std::size_t k = 0; k < pv.size(); ++k) pv[k] = p[lt.source[k]], gv[k] = g[lt.source[k]];
+        add(lt.name, lt.shape, pv);
+        add("grad." + lt.name, lt.shape, gv);
+    }
+    for (const auto& [layer, module] : masks) {
+        const std::size_t width = Net::width[layer];
+        std::vector<double> m(n * width);
+        kernels::scatter_transpose(saved.data() + Net::saved_offset[layer] * n, width, n, m.data());
+        add("dropout_mask." + module, {n, width}, m);
+    }
+    add("input", sample_shape<Net>(samples, Net::in_size), x);
+    add("target", {samples, Net::out_size}, t);
+    add("loss", {1}, {loss});
+    add("dx", sample_shape<Net>(samples, Net::in_size), dx);
+    add("grad_from_pullback", {Net::num_params}, g2);
+    add("grad_flat", {Net::num_params}, g);
+    write_safetensors(dir + "/" + name + ".safetensors", tensors, {{"chainlet.architecture", architecture<Net>::text()}});
+    std::printf("wrote %s: %s\n", name.c_str(), architecture<Net>::text().c_str());
+}
+// ---- end of issue 13 (layers13a) ----
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,5 +166,12 @@ int main(int argc, char** argv) {
     write_case<ParallelMix>(dir, "parallel_mix", 3);
     write_case<UserLayerNet>(dir, "user_layer", 4);
     write_case<ConvResidual>(dir, "conv_residual", 5);
+    // ---- issue 13: standalone activations, Softmax, LayerNorm, RMSNorm, Dropout (layers13a) ----
+    write_case<ActivationsNet>(dir, "activations_standalone", 13);
+    write_case<NormsNet>(dir, "norms", 14);
+    // Dropout layers 2 and 4 of the chain are PyTorch modules "2" and "5" (Linear, Tanh, Dropout, ...).
+    write_training_case<DropoutNet>(dir, "dropout_training", 15, Pass{.training = true, .seed = 11, .step = 3},
+                                    {{1, "2"}, {3, "5"}});
+    // ---- end of issue 13 (layers13a) ----
     return 0;
 }

@@ -73,6 +73,38 @@ MODELS = {
 }
 
 
+# ---- issue 13: standalone activations, Softmax, LayerNorm, RMSNorm, Dropout (layers13a) ----
+from chainlet_torch import RMSNorm  # noqa: E402  (PyTorch 2.4's nn.RMSNorm(n, eps=1e-5), written out)
+
+class RecordedDropout(nn.Dropout):
+    """nn.Dropout(p) in train mode with chainlet's mask: the file holds the multipliers (0 or 1 / (1 - p),
+    PyTorch's scaling, which is checked) as "dropout_mask.<module name>"."""
+
+    mask = None
+
+    def forward(self, x):
+        keep = 1.0 / (1.0 - self.p)
+        ok = torch.isclose(self.mask, torch.tensor(keep, dtype=self.mask.dtype), rtol=1e-15, atol=0) | (self.mask == 0)
+        assert bool(ok.all()), "a dropout multiplier is neither 0 nor 1 / (1 - p)"
+        assert bool((self.mask == 0).any()) and bool((self.mask != 0).any()), "the case's mask drops all or nothing"
+        return x * self.mask
+
+
+MODELS_ISSUE13 = {
+    "activations_standalone": lambda: nn.Sequential(
+        nn.Linear(5, 7), nn.ELU(), nn.Linear(7, 6), nn.LeakyReLU(0.2), nn.SiLU(), nn.Linear(6, 5), nn.GELU(), nn.GELU(),
+        nn.Linear(5, 4), nn.ELU(), nn.Linear(4, 3), nn.SiLU(), nn.Softmax(dim=1)),
+    "norms": lambda: nn.Sequential(
+        nn.Conv2d(2, 3, 2), nn.Tanh(), nn.Flatten(), nn.LayerNorm(6), nn.Linear(6, 7), nn.Tanh(), RMSNorm(7),
+        nn.Linear(7, 3)),
+    "dropout_training": lambda: nn.Sequential(
+        nn.Linear(6, 9), nn.Tanh(), RecordedDropout(0.3), nn.Linear(9, 5), nn.Tanh(), RecordedDropout(1 / 3),
+        nn.Linear(5, 2)),
+}
+MODELS.update(MODELS_ISSUE13)
+# ---- end of issue 13 (layers13a) ----
+
+
 def to_torch_layout(a):
     """chainlet keeps an image sample as (H, W, C); PyTorch as (C, H, W)."""
     return a.transpose(0, 3, 1, 2) if a.ndim == 4 else a
@@ -88,8 +120,12 @@ def check(path, name):
     torch.manual_seed(0)
     model = MODELS[name]().double()
     params = {k: torch.from_numpy(v) for k, v in t.items()
-              if not k.startswith("grad") and k not in ("input", "target", "loss", "dx")}
+              if not k.startswith("grad") and not k.startswith("dropout_mask.")
+              and k not in ("input", "target", "loss", "dx")}
     model.load_state_dict(params, strict=True)
+    for mname, m in model.named_modules():  # training-mode cases: chainlet's Dropout masks
+        if isinstance(m, nn.Dropout):
+            m.mask = torch.from_numpy(t["dropout_mask." + mname])
     x = torch.from_numpy(to_torch_layout(t["input"])).requires_grad_(True)
     y = model(x)
     target = torch.from_numpy(t["target"])

@@ -143,7 +143,7 @@ public:
     static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n, const Pass& pass = {}) {
         [&]<std::size_t... I>(std::index_sequence<I...>) {
             (layer_forward<layer<I>>(p + param_offset[I], input<I>(x, saved, n), output<I>(y, saved, n),
-                                     saved + saved_offset[I] * n, n, pass),
+                                     saved + saved_offset[I] * n, n, substream(pass, I)),
              ...);
         }(seq);
     }

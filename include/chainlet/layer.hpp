@@ -54,13 +54,22 @@ class TorchModules;  // layer_metadata.hpp
 // What a forward pass is for. Layers that behave differently in training (Dropout) read it; the rest
 // never see it. training: the pass is part of a gradient step (fit, value_and_gradient); seed and step
 // identify the step and first_sample the chunk's first sample in the batch, so that random draws can
-// be keyed by (seed, step, sample, feature) and give the same bits on any thread count.
+// be keyed by (seed, step, sample, feature) and give the same bits on any thread count. stream tells
+// apart the random layers of one network: a chain gives its layer i the stream substream(stream, i), a
+// container its branch b substream(stream, b), so two Dropout layers never draw the same mask.
 struct Pass {
     bool training = false;
     std::uint64_t seed = 0;
     std::uint64_t step = 0;
     std::size_t first_sample = 0;
+    std::uint64_t stream = 0;
 };
+
+// The pass as seen by child i of a chain or container (see Pass::stream).
+inline Pass substream(Pass pass, std::size_t i) {
+    pass.stream = pass.stream * 0x9E3779B97F4A7C15ull + i + 1;
+    return pass;
+}
 
 namespace detail {
 

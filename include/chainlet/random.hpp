@@ -61,4 +61,17 @@ private:
     bool has_spare_ = false;
 };
 
+// A counter-based generator (splitmix64 evaluated at an arbitrary position): the counter-th output of
+// the splitmix64 sequence that starts from state `key`. Random draws keyed by what they are for (e.g.
+// Dropout's (seed, stream, step, sample, feature)) need no state, so they come out the same on any
+// thread count and in any order.
+inline std::uint64_t mix64(std::uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+inline std::uint64_t counter_hash(std::uint64_t key, std::uint64_t counter) {
+    return mix64(key + (counter + 1) * 0x9E3779B97F4A7C15ull);
+}
+
 }  // namespace chainlet

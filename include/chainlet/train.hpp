@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <concepts>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "chainlet/checks.hpp"
@@ -55,6 +57,27 @@ std::size_t input_size(const X& x) {
 }
 template <class X>
 concept Inputs = std::same_as<X, ByteData> || std::ranges::contiguous_range<X>;
+
+// Whether the network's last layer outputs probabilities (Softmax): SoftmaxCrossEntropy takes logits and
+// applies the softmax itself, so training through a Softmax layer into it would apply it twice.
+template <class Net>
+constexpr bool ends_in_probabilities() {
+    if constexpr (requires { Net::num_layers; typename Net::template layer<Net::num_layers - 1>; })
+        return requires { Net::template layer<Net::num_layers - 1>::outputs_probabilities; };
+    else
+        return false;
+}
+template <class Net, class L>
+inline constexpr bool softmax_twice = std::is_same_v<L, SoftmaxCrossEntropy> && ends_in_probabilities<Net>();
+
+// The step number a fit step passes to the layers (Pass::step, for Dropout's masks): the optimiser's
+// own count of the steps it has taken when it keeps one (Adam, AdamW: steps(), which checkpoints save,
+// so a resumed fit continues the numbering), otherwise fit's count from FitOptions::first_step.
+template <class Opt>
+std::uint64_t step_number(const Opt& opt, std::uint64_t fit_count) {
+    if constexpr (requires { { opt.steps() } -> std::convertible_to<std::uint64_t>; }) return opt.steps();
+    else return fit_count;
+}
 
 inline void check_threads(const char* where, int threads) {
     if (threads < 0)
@@ -107,16 +130,22 @@ void init_params(P&& p, std::uint64_t seed, InitKind kind = InitKind::glorot_uni
 }
 
 // Mean loss over the samples in x and its gradient, written into g (overwritten). No allocation once
-// the workspace has seen a batch this large.
+// the workspace has seen a batch this large. It is a training pass: pass tells the layers that
+// (training = true) and, for Dropout, which step this is; a loop of your own that calls it per step
+// should give each step its number (Pass{.training = true, .seed = s, .step = t}), or every step draws
+// the same masks. (fit does this itself.)
 template <class Net, std::ranges::contiguous_range P, std::ranges::contiguous_range G, detail::Inputs X,
           std::ranges::contiguous_range Y, class L>
 detail::value_t<G> value_and_gradient(Workspace<Net, detail::value_t<G>>& ws, const P& p, G&& g, const X& x,
-                                      const Y& y, const L& loss, int threads = 1) {
+                                      const Y& y, const L& loss, int threads = 1, Pass pass = {.training = true}) {
     using T = detail::value_t<G>;
     static_assert(Loss<L, T>, "the loss does not provide the interface documented in chainlet/losses.hpp");
     static_assert(std::is_same_v<detail::value_t<P>, T>, "parameters and gradient must have the same element type");
     static_assert(std::is_same_v<detail::value_t<Y>, typename L::template target<T>>,
                   "the targets' element type is not the one the loss expects");
+    static_assert(!detail::softmax_twice<Net, L>,
+                  "SoftmaxCrossEntropy applies the softmax itself: train the chain without its final Softmax layer "
+                  "and add Softmax only to the chain you predict with (same parameters)");
     constexpr const char* where = "value_and_gradient";
     detail::check_threads(where, threads);
     detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
@@ -125,13 +154,14 @@ detail::value_t<G> value_and_gradient(Workspace<Net, detail::value_t<G>>& ws, co
     detail::expect_size(where, "the target buffer", n * L::targets_per_sample(Net::out_size), std::ranges::size(y));
     L::template check_targets<T>(std::span(std::ranges::data(y), std::ranges::size(y)), Net::out_size);
     return ws.value_and_gradient(std::ranges::data(p), std::ranges::data(g), detail::input_rows<T>(x),
-                                 std::ranges::data(y), nullptr, n, loss, threads);
+                                 std::ranges::data(y), nullptr, n, loss, threads, pass);
 }
 
 template <class Net, std::ranges::contiguous_range P, std::ranges::contiguous_range G, detail::Inputs X,
           std::ranges::contiguous_range Y, class L>
-detail::value_t<G> value_and_gradient(const P& p, G&& g, const X& x, const Y& y, const L& loss, int threads = 1) {
-    return value_and_gradient<Net>(thread_workspace<Net, detail::value_t<G>>(), p, g, x, y, loss, threads);
+detail::value_t<G> value_and_gradient(const P& p, G&& g, const X& x, const Y& y, const L& loss, int threads = 1,
+                                      Pass pass = {.training = true}) {
+    return value_and_gradient<Net>(thread_workspace<Net, detail::value_t<G>>(), p, g, x, y, loss, threads, pass);
 }
 
 // Writes the outputs for the samples in x into out (n rows of Net::out_size), the caller's buffer:
@@ -170,7 +200,7 @@ struct EpochInfo {
 struct FitOptions {
     std::size_t epochs = 1;
     std::size_t batch = 0;        // samples per step; 0 = the whole data set (full batch)
-    std::uint64_t seed = 0;       // seeds the shuffling
+    std::uint64_t seed = 0;       // seeds the shuffling and Dropout's masks
     bool shuffle = true;          // reshuffle the samples every epoch (ignored for a full batch)
     int threads = 0;              // 0 = all cores (OpenMP's default)
     bool check_finite = false;    // check x and y with check_finite() before training (one pass over the data)
@@ -178,6 +208,9 @@ struct FitOptions {
     // holds, e.g. after load_checkpoint (chainlet's optimisers initialise themselves on their first step
     // when empty and reject a state of the wrong size).
     bool reset_optimizer = true;
+    // The number of the first step, for Dropout's masks, when the optimiser keeps no step count (SGD);
+    // with Adam/AdamW the step number is the optimiser's steps(), so a resumed fit continues by itself.
+    std::uint64_t first_step = 0;
     std::function<void(const StepInfo&)> on_step;    // after every optimiser step
     std::function<void(const EpochInfo&)> on_epoch;  // after every epoch
 };
@@ -212,6 +245,9 @@ template <class Net, std::ranges::contiguous_range P, class L, detail::Inputs X,
 FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitOptions& o = {}, Split&& split = {}) {
     using T = detail::value_t<P>;
     static_assert(Loss<L, T>, "the loss does not provide the interface documented in chainlet/losses.hpp");
+    static_assert(!detail::softmax_twice<Net, L>,
+                  "SoftmaxCrossEntropy applies the softmax itself: train the chain without its final Softmax layer "
+                  "and add Softmax only to the chain you predict with (same parameters)");
     constexpr const char* where = "fit";
     detail::check_threads(where, o.threads);
     detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
@@ -253,8 +289,14 @@ FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitO
             const auto* yb =
                 std::ranges::data(y) + (shuffle ? 0 : (b0 + first) * L::targets_per_sample(Net::out_size));
             const std::uint32_t* rows = shuffle ? order.data() + b0 + first : nullptr;
+            // Dropout keys its masks by (seed, step, sample index in the whole batch): first is where this
+            // process's slice starts, so the masks do not depend on how many processes share the batch.
+            const Pass pass{.training = true,
+                            .seed = o.seed,
+                            .step = detail::step_number(opt, o.first_step + result.steps),
+                            .first_sample = first};
             if (count > 0)
-                g[Net::num_params] = ws.value_and_gradient(pp, g.data(), xb, yb, rows, count, loss, threads);
+                g[Net::num_params] = ws.value_and_gradient(pp, g.data(), xb, yb, rows, count, loss, threads, pass);
             else
                 std::fill(g.begin(), g.end(), T(0));
             split.template reduce<T>(std::span<T>(g), count, m);

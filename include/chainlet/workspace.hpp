@@ -130,7 +130,9 @@ public:
     // x: n rows of Net::in_size, y: n rows of the loss's targets, both sample-major; row s of the batch
     // is row index[s] of x and y (or row s if index is null). Sizes are the caller's to check.
     // (x and y point at the whole data set when index is given, at the batch otherwise.)
-    // pass: what the layers see of the step (layer.hpp); each chunk gets it with its first_sample.
+    // pass: what the layers see of the step (layer.hpp); each chunk gets it with first_sample advanced by
+    // the chunk's offset in the batch (pass.first_sample: where these n samples start in the whole batch,
+    // which fit sets when MPI ranks share a batch).
     template <class L, class S = T>
     T value_and_gradient(const T* p, T* g, InputRows<T, S> x, const typename L::template target<T>* y,
                          const std::uint32_t* index, std::size_t n, const L& loss, int threads = 1,
@@ -152,7 +154,7 @@ public:
             target_t* t = s.template targets<target_t>(tps * chunk);
             kernels::gather_transpose(y + (index ? 0 : s0 * tps), tps, idx, m, t);
             Pass chunk_pass = pass;
-            chunk_pass.first_sample = s0;
+            chunk_pass.first_sample = pass.first_sample + s0;
             Net::forward(p, s.x, s.y, s.saved, m, chunk_pass);
             const T l = loss.template value_and_gradient<T>(s.y, t, s.dy, Net::out_size, m, scale);
             Net::pullback(p, gc, s.x, s.y, s.saved, s.scratch, s.dy, static_cast<T*>(nullptr), m);

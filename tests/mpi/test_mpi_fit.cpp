@@ -110,6 +110,25 @@ TEST_CASE("mpi::fit matches a 1-process fit over the same global batches to 1e-5
     }
 }
 
+TEST_CASE("mpi::fit with Dropout matches a 1-process fit to 1e-5: the masks do not depend on the ranks", "[mpi][dropout]") {
+    // Dropout keys its masks by the sample's index in the whole batch (fit passes each rank's offset),
+    // so every rank count drops the same values; other masks would move the parameters far apart.
+    using DropNet = Chain<Input<3>, Dense<16, Tanh>, Dropout<30>, Dense<8, Tanh>, Dropout<20>, Dense<2>>;
+    const auto d = make_data(961, 4);
+    auto run = [&](MPI_Comm comm) {
+        std::vector<float> p(DropNet::num_params);
+        init_params<DropNet>(p, 3);
+        Adam opt(1e-2f);
+        if (comm == MPI_COMM_NULL) fit<DropNet>(p, SquaredError{}, d.x, d.y, opt, options(3, 64));
+        else mpi::fit<DropNet>(comm, p, SquaredError{}, d.x, d.y, opt, options(3, 64));
+        return p;
+    };
+    const auto ref = run(MPI_COMM_NULL), got = run(MPI_COMM_WORLD);
+    const double err = max_over_ranks(test::max_rel_diff(got, ref));
+    INFO("largest parameter difference relative to max(|p|, 1): " << err);
+    REQUIRE(err < 1e-5);
+}
+
 TEST_CASE("mpi::fit on a single rank is fit, bit for bit", "[mpi]") {
     const auto d = make_data(500, 3);
     const auto ref = train(MPI_COMM_NULL, d, Adam(1e-2f), options(4, 50));

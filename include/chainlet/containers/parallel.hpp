@@ -124,7 +124,7 @@ struct Parallel {
         static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n, const Pass& pass) {
             [&]<std::size_t... I>(std::index_sequence<I...>) {
                 (branch<I>::forward(p + param_offset[I], x, output<I>(y, saved, n), saved + saved_offset[I] * n, n,
-                                    pass),
+                                    substream(pass, I)),
                  ...);
             }(std::make_index_sequence<B>{});
             const std::size_t m = width[0] * n;

@@ -1,0 +1,121 @@
+// LayerNorm: normalises the F features of each (flat) sample to zero mean and unit variance, then scales
+// and shifts them per feature:
+//   mu = mean_f x_f,   var = mean_f (x_f - mu)^2 (biased, as PyTorch),   r = 1 / sqrt(var + eps),
+//   xhat_f = (x_f - mu) r,   y_f = w_f xhat_f + b_f,   eps = 1e-5 (PyTorch's default).
+// Parameters, in this order: w[F] (initialised to 1), b[F] (initialised to 0).
+//
+// Pullback, with dxhat_f = w_f dy_f:   dw_f += sum_s dy_f xhat_f,   db_f += sum_s dy_f,
+//   dx_f = r (dxhat_f - mean_k dxhat_k - xhat_f mean_k dxhat_k xhat_k).
+// Saved per sample: mu and r. Scratch per sample: the two means.
+//
+// PyTorch: nn.LayerNorm(F) (eps=1e-5, elementwise_affine=True): weight = w, bias = b.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "chainlet/init.hpp"
+#include "chainlet/layer.hpp"
+#include "chainlet/layer_metadata.hpp"
+#include "chainlet/random.hpp"
+#include "chainlet/shape.hpp"
+
+namespace chainlet {
+
+struct LayerNorm {
+    static constexpr double eps = 1e-5;
+
+    template <class InShape>
+    struct bound {
+        static_assert(InShape::rank == 1, "LayerNorm normalises the features of a flat sample: put Flatten before it");
+        static_assert(InShape::size >= 2, "LayerNorm over a single feature would output its bias only");
+        static constexpr std::size_t F = InShape::size;
+        static constexpr std::size_t in_size = F, out_size = F;
+        using out_shape = InShape;
+        static constexpr std::size_t num_params = 2 * F;
+        static constexpr std::size_t saved_per_sample = 2, scratch_per_sample = 2;
+
+        template <class T>
+        static void init(std::span<T> p, Rng&, InitKind) {
+            std::fill_n(p.begin(), F, T(1));
+            std::fill(p.begin() + F, p.end(), T(0));
+        }
+
+        // Features are feature-major, [f * n + s]: every inner loop runs along the samples.
+        template <class T>
+        static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n) {
+            T* mu = saved;
+            T* r = saved + n;
+            const T inv_f = T(1) / static_cast<T>(F);
+            std::fill_n(mu, n, T(0));
+            std::fill_n(r, n, T(0));
+            for (std::size_t f = 0; f < F; ++f)
+                for (std::size_t s = 0; s < n; ++s) mu[s] += x[f * n + s];
+            for (std::size_t s = 0; s < n; ++s) mu[s] *= inv_f;
+            for (std::size_t f = 0; f < F; ++f)
+                for (std::size_t s = 0; s < n; ++s) {
+                    const T d = x[f * n + s] - mu[s];
+                    r[s] += d * d;
+                }
+            for (std::size_t s = 0; s < n; ++s) r[s] = T(1) / std::sqrt(r[s] * inv_f + static_cast<T>(eps));
+            const T* w = p;
+            const T* b = p + F;
+            for (std::size_t f = 0; f < F; ++f)
+                for (std::size_t s = 0; s < n; ++s) y[f * n + s] = w[f] * ((x[f * n + s] - mu[s]) * r[s]) + b[f];
+        }
+
+        template <class T>
+        static void pullback(const T* p, T* g, const T* x, const T*, T* saved, T* scratch, T* dy, T* dx,
+                             std::size_t n) {
+            const T* mu = saved;
+            const T* r = saved + n;
+            const T* w = p;
+            T* mean_d = scratch;       // mean_f dxhat_f
+            T* mean_dx = scratch + n;  // mean_f dxhat_f xhat_f
+            std::fill_n(mean_d, n, T(0));
+            std::fill_n(mean_dx, n, T(0));
+            for (std::size_t f = 0; f < F; ++f) {
+                T gw = 0, gb = 0;
+                for (std::size_t s = 0; s < n; ++s) {
+                    const T xhat = (x[f * n + s] - mu[s]) * r[s];
+                    const T d = dy[f * n + s];
+                    gw += d * xhat;
+                    gb += d;
+                    mean_d[s] += w[f] * d;
+                    mean_dx[s] += w[f] * d * xhat;
+                }
+                g[f] += gw;
+                g[F + f] += gb;
+            }
+            if (!dx) return;
+            const T inv_f = T(1) / static_cast<T>(F);
+            for (std::size_t f = 0; f < F; ++f)
+                for (std::size_t s = 0; s < n; ++s) {
+                    const T xhat = (x[f * n + s] - mu[s]) * r[s];
+                    dx[f * n + s] = r[s] * (w[f] * dy[f * n + s] - (mean_d[s] + xhat * mean_dx[s]) * inv_f);
+                }
+        }
+
+        static std::string describe() { return "LayerNorm"; }
+        // The normalisation does not mix the order of the features: weight j (PyTorch's order) is
+        // chainlet's feature input_feature(j), and the order is kept for the next layer.
+        static void torch_layout(TorchModules& m, std::size_t offset) {
+            const std::string name = m.next_module();
+            TorchTensor weight{name + ".weight", {F}, std::vector<std::size_t>(F)};
+            TorchTensor bias{name + ".bias", {F}, std::vector<std::size_t>(F)};
+            for (std::size_t j = 0; j < F; ++j) {
+                weight.source[j] = offset + m.input_feature(j);
+                bias.source[j] = offset + F + m.input_feature(j);
+            }
+            m.add(std::move(weight));
+            m.add(std::move(bias));
+        }
+    };
+};
+
+}  // namespace chainlet
