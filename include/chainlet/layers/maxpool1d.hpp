@@ -28,7 +28,7 @@ struct MaxPool1D {
     template <std::size_t L, std::size_t C>
     struct bound<Shape<L, C>> : MaxPool<P, 1>::template bound<Shape<(L >= P ? L : P), 1, C>> {
         static_assert(L >= P, "MaxPool1D: the window is longer than the sequence");
-        using out_shape = Shape<L / P, C>;
+        using out_shape = Shape<(L >= P ? L / P : 1), C>;
         static std::string describe() { return "MaxPool1D[" + std::to_string(P) + "]"; }
         static void torch_layout(TorchModules& m, std::size_t) {
             m.skip_module();  // nn.MaxPool1d(P)
