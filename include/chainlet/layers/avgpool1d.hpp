@@ -1,6 +1,6 @@
 // AvgPool1D<P>: the mean over non-overlapping windows of P positions of a sequence (L, C), per channel;
 // the output is (L / P, C) (trailing positions that do not fill a window are dropped, as in PyTorch).
-// No parameters. A sequence (L, C) is an image (L, 1, C) in memory, so this is AvgPool<P, 1> on it
+// No parameters. A sequence (L, C) is an image (1, L, C) in memory, so this is AvgPool<1, P> on it
 // (layers/avgpool.hpp).
 //
 // PyTorch: nn.AvgPool1d(P) on (C, L) sequences.
@@ -26,7 +26,7 @@ struct AvgPool1D {
     };
 
     template <std::size_t L, std::size_t C>
-    struct bound<Shape<L, C>> : AvgPool<P, 1>::template bound<Shape<(L >= P ? L : P), 1, C>> {
+    struct bound<Shape<L, C>> : AvgPool<1, P>::template bound<Shape<1, (L >= P ? L : P), C>> {
         static_assert(L >= P, "AvgPool1D: the window is longer than the sequence");
         using out_shape = Shape<(L >= P ? L / P : 1), C>;
         static std::string describe() { return "AvgPool1D[" + std::to_string(P) + "]"; }

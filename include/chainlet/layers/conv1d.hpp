@@ -10,8 +10,9 @@
 //   dW[k, c, oc] += sum_l xp[l Stride + k Dilation, c] dz[l, oc],   db[oc] += sum_l dz[l, oc]
 //   dxp[l Stride + k Dilation, c] += sum_oc W[k, c, oc] dz[l, oc];   dx = dxp without the padding.
 //
-// A sequence (L, C) is an image (L, 1, C) in memory, so stride 1 without dilation is Conv<K, 1, OC, Act,
-// Pad> on (L, 1, C) (its tiled kernels); stride or dilation > 1 is the loop nest of layers/conv_strided.hpp.
+// A sequence (L, C) is an image (1, L, C) in memory, so stride 1 without dilation is Conv<1, K, OC, Act,
+// Pad> on (1, L, C) (its tiled kernels, whose tiles of 4 neighbouring output pixels then run along the
+// sequence); stride or dilation > 1 is the loop nest of layers/conv_strided.hpp.
 //
 // PyTorch: nn.Conv1d(C, OC, K, stride=Stride, dilation=Dilation, padding=0 or "same") and the
 // activation's module, on (C, L) sequences (transpose chainlet's (L, C)); Conv1d.weight[oc][c][k] =
@@ -40,9 +41,10 @@ struct conv1d_impl {
     static constexpr bool same = Pad == Padding::same;
     static constexpr std::size_t pad_front = same ? (span - 1) / 2 : 0, pad_back = same ? span - 1 - pad_front : 0;
     static constexpr std::size_t Lb = same || L >= span ? L : span;  // leaves a too-short input to Conv1D's error
+    // The sequence as an image one row high, so the register tiles of Conv run along the sequence.
     using type = std::conditional_t<
-        Stride == 1 && Dilation == 1, typename Conv<K, 1, OC, Act, Pad>::template bound<Shape<Lb, 1, C>>,
-        strided_conv_bound<Lb, 1, C, K, 1, OC, Act, pad_front, pad_back, 0, 0, Stride, 1, Dilation, 1>>;
+        Stride == 1 && Dilation == 1, typename Conv<1, K, OC, Act, Pad>::template bound<Shape<1, Lb, C>>,
+        strided_conv_bound<1, Lb, C, 1, K, OC, Act, 0, 0, pad_front, pad_back, 1, Stride, 1, Dilation>>;
 };
 
 }  // namespace detail
@@ -71,7 +73,7 @@ struct Conv1D {
                       "Conv1D: the kernel (Dilation * (K - 1) + 1 positions) is longer than the unpadded input "
                       "sequence; shorten the kernel or use Padding::same");
         using base = typename detail::conv1d_impl<K, OC, Act, Pad, Stride, Dilation, L, C>::type;
-        static constexpr std::size_t OL = base::OH;
+        static constexpr std::size_t OL = base::OW;
         using out_shape = Shape<OL, OC>;
 
         static std::string describe() {

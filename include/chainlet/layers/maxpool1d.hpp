@@ -1,6 +1,6 @@
 // MaxPool1D<P>: the maximum over non-overlapping windows of P positions of a sequence (L, C), per channel;
 // the output is (L / P, C) (trailing positions that do not fill a window are dropped, as in PyTorch).
-// No parameters. A sequence (L, C) is an image (L, 1, C) in memory, so this is MaxPool<P, 1> on it
+// No parameters. A sequence (L, C) is an image (1, L, C) in memory, so this is MaxPool<1, P> on it
 // (layers/maxpool.hpp: ties pass the cotangent to the first maximal position).
 //
 // PyTorch: nn.MaxPool1d(P) on (C, L) sequences.
@@ -26,7 +26,7 @@ struct MaxPool1D {
     };
 
     template <std::size_t L, std::size_t C>
-    struct bound<Shape<L, C>> : MaxPool<P, 1>::template bound<Shape<(L >= P ? L : P), 1, C>> {
+    struct bound<Shape<L, C>> : MaxPool<1, P>::template bound<Shape<1, (L >= P ? L : P), C>> {
         static_assert(L >= P, "MaxPool1D: the window is longer than the sequence");
         using out_shape = Shape<(L >= P ? L / P : 1), C>;
         static std::string describe() { return "MaxPool1D[" + std::to_string(P) + "]"; }
