@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "chainlet/kernels/simd.hpp"
+#include "chainlet/kernels/vector_loop.hpp"
 
 namespace chainlet::kernels {
 
@@ -36,16 +37,6 @@ struct StridedConvShape {
 };
 
 namespace detail {
-
-// Calls f.template operator()<V>(v) for each vector of samples and then for each tail sample as a scalar.
-template <class T, class F>
-inline void for_sample_vectors(std::size_t n, F&& f) {
-    std::size_t v = 0;
-    if constexpr (simd::enabled)
-        for (const std::size_t v_end = n - n % simd::width<T>; v < v_end; v += simd::width<T>)
-            f.template operator()<simd::vec<T>>(v);
-    for (; v < n; ++v) f.template operator()<T>(v);
-}
 
 // Calls f.template operator()<MB>(oc0) for blocks of MB = 4 output channels, then single channels.
 template <class F>
@@ -65,7 +56,7 @@ void strided_conv_forward(const StridedConvShape& s, const T* w, const T* bias, 
         for (std::size_t ox = 0; ox < s.OW; ++ox) {
             const std::size_t out0 = (oy * s.OW + ox) * s.OC;
             detail::for_channel_blocks(s.OC, [&]<int MB>(std::size_t oc0) {
-                detail::for_sample_vectors<T>(n, [&]<class V>(std::size_t v) {
+                vectors_then_scalars<T>(n, [&]<class V>(std::size_t v) {
                     V acc[MB];
                     for (int j = 0; j < MB; ++j) acc[j] = V(bias[oc0 + j]);
                     for (std::size_t ky = 0; ky < s.KH; ++ky)
@@ -116,7 +107,7 @@ void strided_conv_weight_grad(const StridedConvShape& s, const T* in, const T* d
                 const std::size_t k = (ky * s.KW + kx) * s.IC + c;
                 detail::for_channel_blocks(s.OC, [&]<int MB>(std::size_t oc0) {
                     T total[MB] = {};
-                    detail::for_sample_vectors<T>(n, [&]<class V>(std::size_t v) {
+                    vectors_then_scalars<T>(n, [&]<class V>(std::size_t v) {
                         V acc[MB];
                         for (int j = 0; j < MB; ++j) acc[j] = V(T(0));
                         for (std::size_t oy = 0; oy < s.OH; ++oy)
@@ -165,7 +156,7 @@ void strided_conv_input_grad(const StridedConvShape& s, const T* w, const T* dz,
                     for (std::size_t c = 0; c < s.IC; ++c) {
                         T* x = din + (s.tap_row(oy, ox, ky, kx) + c) * n;
                         const T* wk = w + ((ky * s.KW + kx) * s.IC + c) * s.OC;
-                        detail::for_sample_vectors<T>(n, [&]<class V>(std::size_t v) {
+                        vectors_then_scalars<T>(n, [&]<class V>(std::size_t v) {
                             V acc = simd::loadv<V>(x + v);
                             for (std::size_t oc = 0; oc < s.OC; ++oc)
                                 acc = simd::fma(V(wk[oc]), simd::loadv<V>(d + oc * n + v), acc);

@@ -15,8 +15,10 @@
 
 #include "chainlet/init.hpp"
 #include "chainlet/kernels/simd.hpp"
+#include "chainlet/kernels/vector_loop.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
+#include "chainlet/layers/maxpool.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
 
@@ -46,32 +48,18 @@ struct AvgPool {
         template <class T>
         static void init(std::span<T>, Rng&, InitKind) {}
 
-        // Calls f(at, out_offset, m) for every output pixel: at(wy, wx) is the offset of the window element's
-        // row block; a pixel's C channels of n samples are one block of m = C n values.
+        // The same windows as MaxPool: f(at, out_offset, m) for every output pixel, at(wy, wx) the offset of
+        // the window element's block of m = C n values.
         template <class F>
         static void for_each_window(std::size_t n, F&& f) {
-            const std::size_t m = C * n;
-            for (std::size_t oy = 0; oy < OH; ++oy)
-                for (std::size_t ox = 0; ox < OW; ++ox)
-                    f([=](std::size_t wy, std::size_t wx) { return ((oy * PH + wy) * W + ox * PW + wx) * m; },
-                      (oy * OW + ox) * m, m);
-        }
-
-        // Runs body.template operator()<V>(e) over a block of m values: vectors, then a scalar tail.
-        template <class T, class F>
-        static void over_block(std::size_t m, F&& body) {
-            std::size_t e = 0;
-            if constexpr (simd::enabled)
-                for (const std::size_t e_end = m - m % simd::width<T>; e < e_end; e += simd::width<T>)
-                    body.template operator()<simd::vec<T>>(e);
-            for (; e < m; ++e) body.template operator()<T>(e);
+            MaxPool<PH, PW>::template bound<Shape<H, W, C>>::for_each_window(n, f);
         }
 
         template <class T>
         static void forward(const T*, const T* x, T* y, T*, std::size_t n) {
             const T scale = T(1) / T(PH * PW);
             for_each_window(n, [&](auto at, std::size_t out, std::size_t m) {
-                over_block<T>(m, [&]<class V>(std::size_t e) {
+                kernels::vectors_then_scalars<T>(m, [&]<class V>(std::size_t e) {
                     V sum = simd::loadv<V>(x + at(0, 0) + e);
                     for (std::size_t wy = 0; wy < PH; ++wy)
                         for (std::size_t wx = 0; wx < PW; ++wx)
@@ -87,7 +75,7 @@ struct AvgPool {
             if constexpr (H % PH != 0 || W % PW != 0) std::fill_n(dx, in_size * n, T(0));
             const T scale = T(1) / T(PH * PW);
             for_each_window(n, [&](auto at, std::size_t out, std::size_t m) {
-                over_block<T>(m, [&]<class V>(std::size_t e) {
+                kernels::vectors_then_scalars<T>(m, [&]<class V>(std::size_t e) {
                     const V share = simd::loadv<V>(dy + out + e) * V(scale);
                     for (std::size_t wy = 0; wy < PH; ++wy)
                         for (std::size_t wx = 0; wx < PW; ++wx) simd::storev(dx + at(wy, wx) + e, share);

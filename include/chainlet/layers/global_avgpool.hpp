@@ -14,6 +14,7 @@
 
 #include "chainlet/init.hpp"
 #include "chainlet/kernels/simd.hpp"
+#include "chainlet/kernels/vector_loop.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
 #include "chainlet/random.hpp"
@@ -37,21 +38,11 @@ struct GlobalAvgPool {
         template <class T>
         static void init(std::span<T>, Rng&, InitKind) {}
 
-        // Runs body.template operator()<V>(e) over n samples: vectors, then a scalar tail.
-        template <class T, class F>
-        static void over_samples(std::size_t n, F&& body) {
-            std::size_t e = 0;
-            if constexpr (simd::enabled)
-                for (const std::size_t e_end = n - n % simd::width<T>; e < e_end; e += simd::width<T>)
-                    body.template operator()<simd::vec<T>>(e);
-            for (; e < n; ++e) body.template operator()<T>(e);
-        }
-
         template <class T>
         static void forward(const T*, const T* x, T* y, T*, std::size_t n) {
             const T scale = T(1) / T(P);
             for (std::size_t c = 0; c < C; ++c)
-                over_samples<T>(n, [&]<class V>(std::size_t e) {
+                kernels::vectors_then_scalars<T>(n, [&]<class V>(std::size_t e) {
                     V sum = simd::loadv<V>(x + c * n + e);
                     for (std::size_t p = 1; p < P; ++p) sum += simd::loadv<V>(x + (p * C + c) * n + e);
                     simd::storev(y + c * n + e, sum * V(scale));
@@ -63,7 +54,7 @@ struct GlobalAvgPool {
             if (!dx) return;
             const T scale = T(1) / T(P);
             for (std::size_t c = 0; c < C; ++c)
-                over_samples<T>(n, [&]<class V>(std::size_t e) {
+                kernels::vectors_then_scalars<T>(n, [&]<class V>(std::size_t e) {
                     const V share = simd::loadv<V>(dy + c * n + e) * V(scale);
                     for (std::size_t p = 0; p < P; ++p) simd::storev(dx + (p * C + c) * n + e, share);
                 });
