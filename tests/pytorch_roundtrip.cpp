@@ -4,8 +4,8 @@
 //                                     "outputs" = chainlet's predictions) for every model and dtype
 //   pytorch_roundtrip import <dir>   reads <model>_<dtype>_torch.safetensors and ..._torch_io.safetensors
 //                                     written by PyTorch, predicts, and compares with PyTorch's outputs
-// Models: an MLP with tanh, a small conv chain (valid and same padding, pooling, flatten, dense) and
-// LeNet5. Predictions agree when max|chainlet - torch| <= 1e-5 max|torch| (exit status 1 otherwise).
+// Models: an MLP with tanh, a small conv chain (valid and same padding, pooling, flatten, dense),
+// LeNet5, a Conv1D sequence net and a strided-conv net with average pooling. Predictions agree when max|chainlet - torch| <= 1e-5 max|torch| (exit status 1 otherwise).
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -27,6 +27,13 @@ using LeNet5 = Chain<Input<28, 28, 1>, Conv<5, 5, 6, ReLU>, MaxPool<2, 2>, Conv<
 // Flatten of an image), Dropout (the identity in predict, nn.Dropout in eval mode), a final Softmax.
 using Issue13 = Chain<Input<4, 3, 2>, Conv<2, 2, 3>, ActivationLayer<ELU>, Flatten, LayerNorm, Dropout<25>,
                       Dense<8, GELUExact>, RMSNorm, Dense<5, LeakyReLU<1, 5>>, ActivationLayer<SiLU>, Dense<3>, Softmax>;
+
+// issue 13 (layers13b): a sequence (L, C) net with Conv1D (same, stride, dilation), MaxPool1D, AvgPool1D
+// and Flatten of a sequence; an image net with a strided Conv, AvgPool and GlobalAvgPool.
+using SeqConv = Chain<Input<20, 3>, Conv1D<5, 8, ReLU, Padding::same>, MaxPool1D<2>, Conv1D<3, 6, Tanh, Padding::valid, 2>,
+                      AvgPool1D<2>, Conv1D<2, 4, Softplus, Padding::same, 1, 2>, Flatten, Dense<3>>;
+using StridedConv = Chain<Input<15, 13, 2>, Conv<3, 3, 6, ReLU, Padding::valid, 2>, AvgPool<2>, Conv<2, 2, 4, Tanh>,
+                          GlobalAvgPool, Dense<3>>;
 constexpr std::size_t samples = 5;
 
 template <class Net>
@@ -94,11 +101,15 @@ bool run(const std::string& mode, const std::string& dir) {
         export_model<SmallConv, T>(dir, "smallconv");
         export_model<LeNet5, T>(dir, "lenet5");
         export_model<Issue13, T>(dir, "issue13");
+        export_model<SeqConv, T>(dir, "seqconv");
+        export_model<StridedConv, T>(dir, "stridedconv");
         return true;
     }
     bool ok = import_model<Issue13, T>(dir, "issue13");
     ok = import_model<Mlp, T>(dir, "mlp") && ok;
     ok = import_model<SmallConv, T>(dir, "smallconv") && ok;
+    ok = import_model<SeqConv, T>(dir, "seqconv") && ok;
+    ok = import_model<StridedConv, T>(dir, "stridedconv") && ok;
     return import_model<LeNet5, T>(dir, "lenet5") && ok;
 }
 

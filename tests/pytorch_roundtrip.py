@@ -4,7 +4,7 @@
   pytorch_roundtrip.py <path to the pytorch_roundtrip program> <work dir>
 
 1. chainlet -> PyTorch: the C++ program exports trained models (an MLP with tanh, a small conv chain,
-   LeNet5; float32 and float64) and its predictions on fixed inputs; this script reads the files with
+   LeNet5, a Conv1D sequence net, a strided-conv net with average pooling; float32 and float64) and its predictions on fixed inputs; this script reads the files with
    json + numpy only, builds the equivalent nn.Sequential (written out here, independently of the C++
    side), loads the weights with load_state_dict(strict=True) and compares the predictions.
 2. PyTorch -> chainlet: this script writes safetensors files of freshly initialised PyTorch models and
@@ -55,7 +55,23 @@ def issue13():  # chainlet: Issue13 in pytorch_roundtrip.cpp; eval mode: Dropout
                          nn.Linear(5, 3), nn.Softmax(dim=1)).eval()
 
 
-MODELS = {"mlp": mlp, "smallconv": smallconv, "lenet5": lenet5, "issue13": issue13}
+def seqconv():  # chainlet: Input<20,3>, Conv1D<5,8,ReLU,same>, MaxPool1D<2>, Conv1D<3,6,Tanh,valid,2>, ...
+    model = nn.Sequential(nn.Conv1d(3, 8, 5, padding="same"), nn.ReLU(), nn.MaxPool1d(2),
+                          nn.Conv1d(8, 6, 3, stride=2), nn.Tanh(), nn.AvgPool1d(2),
+                          nn.Conv1d(6, 4, 2, padding="same", dilation=2), nn.Softplus(), nn.Flatten(),
+                          nn.Linear(4 * 2, 3))
+    # Its inputs stay in chainlet's (L, C) sample layout; PyTorch's Conv1d wants (C, L). A forward pre-hook
+    # transposes, so the state_dict names are the plain nn.Sequential indices.
+    model.register_forward_pre_hook(lambda module, args: (args[0].transpose(1, 2),))
+    return model
+
+
+def stridedconv():  # chainlet: Input<15,13,2>, Conv<3,3,6,ReLU,valid,2>, AvgPool<2>, Conv<2,2,4,Tanh>, GlobalAvgPool, ...
+    return nn.Sequential(nn.Conv2d(2, 6, 3, stride=2), nn.ReLU(), nn.AvgPool2d(2), nn.Conv2d(6, 4, 2), nn.Tanh(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3))
+
+
+MODELS = {"mlp": mlp, "smallconv": smallconv, "lenet5": lenet5, "seqconv": seqconv, "stridedconv": stridedconv, "issue13": issue13}
 
 
 def read_safetensors(path):
@@ -130,7 +146,8 @@ def main():
     for dtype, (np_type, torch_type) in DTYPES.items():
         for name, build in MODELS.items():
             model = build().to(torch_type)
-            shape = {"mlp": (5, 4), "smallconv": (5, 2, 12, 10), "lenet5": (5, 1, 28, 28), "issue13": (5, 2, 4, 3)}[name]
+            shape = {"mlp": (5, 4), "smallconv": (5, 2, 12, 10), "lenet5": (5, 1, 28, 28),
+                     "seqconv": (5, 20, 3), "stridedconv": (5, 2, 15, 13), "issue13": (5, 2, 4, 3)}[name]
             x = rng.standard_normal(shape).astype(np_type)
             with torch.no_grad():
                 out = model(torch.from_numpy(x)).numpy()

@@ -34,6 +34,18 @@ using ConvResidual = Chain<Input<6, 5, 2>, Conv<3, 3, 4, Tanh, Padding::same>,
                            Residual<Conv<3, 3, 4, Tanh, Padding::same>, Conv<3, 3, 4, Identity, Padding::same>>, MaxPool<2>,
                            Flatten, Dense<3>>;
 
+// --- issue 13, 1-D convolutions, strided convolution, average pooling (layers13b) ---
+// A sequence Input<L, C> is (L, C) per sample here and (C, L) in PyTorch (the script transposes it).
+using Conv1dNet = Chain<Input<13, 3>, Conv1D<3, 4, Tanh>, Conv1D<2, 5, Softplus, Padding::same>, MaxPool1D<2>,
+                        Conv1D<3, 4, Identity, Padding::valid, 2>, Flatten, Dense<3>>;
+using Conv1dDilatedGap = Chain<Input<16, 2>, Conv1D<3, 6, Sigmoid, Padding::same, 1, 2>,
+                               Conv1D<2, 4, Tanh, Padding::valid, 1, 3>, AvgPool1D<3>, Conv1D<2, 3, ReLU, Padding::valid, 2>,
+                               GlobalAvgPool, Dense<2>>;
+using StridedConvPool = Chain<Input<13, 11, 2>, Conv<3, 3, 4, Tanh, Padding::valid, 2>, AvgPool<2>,
+                              Conv<2, 2, 5, Softplus>, GlobalAvgPool, Dense<3>>;
+using StridedConvFlatten = Chain<Input<9, 8, 3>, Conv<2, 3, 4, GELU, Padding::valid, 3>, AvgPool<1, 2>, Flatten, Dense<2>>;
+// --- end issue 13 (layers13b) ---
+
 constexpr std::size_t samples = 7;
 
 std::vector<double> normal(std::size_t n, Rng& rng, double scale) {
@@ -173,5 +185,10 @@ int main(int argc, char** argv) {
     write_training_case<DropoutNet>(dir, "dropout_training", 15, Pass{.training = true, .seed = 11, .step = 3},
                                     {{1, "2"}, {3, "5"}});
     // ---- end of issue 13 (layers13a) ----
+    // issue 13 (layers13b): Conv1D, strides, dilation, average pooling
+    write_case<Conv1dNet>(dir, "conv1d_net", 131);
+    write_case<Conv1dDilatedGap>(dir, "conv1d_dilated_gap", 132);
+    write_case<StridedConvPool>(dir, "strided_conv_pool", 133);
+    write_case<StridedConvFlatten>(dir, "strided_conv_flatten", 134);
     return 0;
 }

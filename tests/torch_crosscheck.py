@@ -47,6 +47,13 @@ def same_conv(c, oc):
     return nn.Conv2d(c, oc, 3, padding="same")
 
 
+def sequence_input(model):
+    """chainlet keeps a sequence sample as (L, C), PyTorch's Conv1d as (C, L): transpose on the way in
+    (a forward pre-hook, so the state_dict names stay those of the nn.Sequential)."""
+    model.register_forward_pre_hook(lambda module, args: (args[0].transpose(1, 2),))
+    return model
+
+
 MODELS = {
     "residual_mlp": lambda: nn.Sequential(
         nn.Linear(5, 8), nn.Tanh(),
@@ -70,6 +77,30 @@ MODELS = {
         same_conv(2, 4), nn.Tanh(),
         Residual(same_conv(4, 4), nn.Tanh(), same_conv(4, 4)),
         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 3 * 2, 3)),
+    # --- issue 13, 1-D convolutions, strided convolution, average pooling (layers13b) ---
+    "conv1d_net": lambda: sequence_input(nn.Sequential(
+        nn.Conv1d(3, 4, 3), nn.Tanh(),
+        nn.Conv1d(4, 5, 2, padding="same"), nn.Softplus(),
+        nn.MaxPool1d(2),
+        nn.Conv1d(5, 4, 3, stride=2),
+        nn.Flatten(), nn.Linear(4 * 2, 3))),
+    "conv1d_dilated_gap": lambda: sequence_input(nn.Sequential(
+        nn.Conv1d(2, 6, 3, padding="same", dilation=2), nn.Sigmoid(),
+        nn.Conv1d(6, 4, 2, dilation=3), nn.Tanh(),
+        nn.AvgPool1d(3),
+        nn.Conv1d(4, 3, 2, stride=2), nn.ReLU(),
+        nn.AdaptiveAvgPool1d(1), nn.Flatten(),
+        nn.Linear(3, 2))),
+    "strided_conv_pool": lambda: nn.Sequential(
+        nn.Conv2d(2, 4, 3, stride=2), nn.Tanh(),
+        nn.AvgPool2d(2),
+        nn.Conv2d(4, 5, 2), nn.Softplus(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        nn.Linear(5, 3)),
+    "strided_conv_flatten": lambda: nn.Sequential(
+        nn.Conv2d(3, 4, (2, 3), stride=3), nn.GELU(approximate="tanh"),
+        nn.AvgPool2d((1, 2)), nn.Flatten(), nn.Linear(3 * 1 * 4, 2)),
+    # --- end issue 13 (layers13b) ---
 }
 
 

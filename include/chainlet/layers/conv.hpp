@@ -1,5 +1,6 @@
-// Conv<KH, KW, OutChannels, Act, Pad>: 2-D convolution (cross-correlation, as in PyTorch), stride 1,
-// on an input of shape (H, W, C), with valid or same zero padding.
+// Conv<KH, KW, OutChannels, Act, Pad, Stride = 1>: 2-D convolution (cross-correlation, as in PyTorch)
+// on an input of shape (H, W, C), with valid or same zero padding. Stride 1 below; Stride > 1 (the same
+// stride along both axes, valid padding only) at the end of this header.
 //
 // Parameters: the kernel W[((ky * KW + kx) * C + c) * OC + oc] (input-major, like Dense), then the bias
 // b[oc]. Activations are feature-major per chunk: pixel (y, x), channel c of sample s at
@@ -31,6 +32,7 @@
 #include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
+#include "chainlet/layers/conv_strided.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
 
@@ -38,8 +40,13 @@ namespace chainlet {
 
 enum class Padding { valid, same };
 
-template <std::size_t KH, std::size_t KW, std::size_t OC, Activation Act = Identity, Padding Pad = Padding::valid>
-struct Conv {
+// Stride > 1 is the primary template (defined at the end); stride 1 is this specialisation.
+template <std::size_t KH, std::size_t KW, std::size_t OC, Activation Act = Identity, Padding Pad = Padding::valid,
+          std::size_t Stride = 1>
+struct Conv;
+
+template <std::size_t KH, std::size_t KW, std::size_t OC, Activation Act, Padding Pad>
+struct Conv<KH, KW, OC, Act, Pad, 1> {
     static_assert(KH > 0 && KW > 0 && OC > 0, "Conv<KH, KW, OutChannels>: all must be positive");
     using activation = Act;
 
@@ -144,6 +151,41 @@ struct Conv {
             m.add(std::move(bias));
             m.natural_order();
             m.activation(Act::name);
+        }
+    };
+};
+
+// Conv<KH, KW, OC, Act, Padding::valid, Stride> with Stride > 1: output ((H - KH) / Stride + 1,
+// (W - KW) / Stride + 1, OC) (floor, as PyTorch; trailing rows and columns a stride does not reach get a
+// zero gradient). The math is in layers/conv_strided.hpp. PyTorch: nn.Conv2d(C, OC, (KH, KW),
+// stride=Stride) and the activation's module; weight layout as for stride 1. Padding::same is refused:
+// PyTorch has no padding="same" for strided convolutions, so it would have no PyTorch equivalent.
+template <std::size_t KH, std::size_t KW, std::size_t OC, Activation Act, Padding Pad, std::size_t Stride>
+struct Conv {
+    static_assert(KH > 0 && KW > 0 && OC > 0, "Conv<KH, KW, OutChannels>: all must be positive");
+    static_assert(Stride > 0, "Conv: the stride must be positive");
+    static_assert(Pad == Padding::valid,
+                  "Conv with stride > 1 takes Padding::valid only (PyTorch has no padding=\"same\" for strided "
+                  "convolutions)");
+    using activation = Act;
+
+    template <class InShape>
+    struct bound {
+        static_assert(InShape::rank == 3,
+                      "Conv needs an image input of shape (height, width, channels), e.g. Input<28, 28, 1>");
+    };
+
+    template <std::size_t H, std::size_t W, std::size_t C>
+    struct bound<Shape<H, W, C>> : detail::strided_conv_bound<H, W, C, KH, KW, OC, Act, 0, 0, 0, 0, Stride, Stride, 1, 1> {
+        using base = detail::strided_conv_bound<H, W, C, KH, KW, OC, Act, 0, 0, 0, 0, Stride, Stride, 1, 1>;
+        using out_shape = Shape<base::OH, base::OW, OC>;
+
+        static std::string describe() {
+            return "Conv[" + std::to_string(KH) + "x" + std::to_string(KW) + "," + std::to_string(OC) + "," + Act::name +
+                   ",valid,stride=" + std::to_string(Stride) + "]";
+        }
+        static void torch_layout(TorchModules& m, std::size_t offset) {
+            detail::conv_torch_layout(m, offset, C, OC, {KH, KW}, Act::name);
         }
     };
 };
