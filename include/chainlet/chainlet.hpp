@@ -10,6 +10,8 @@
 #include "chainlet/layers/conv.hpp"
 #include "chainlet/layers/dense.hpp"
 #include "chainlet/layers/flatten.hpp"
+#include "chainlet/layers/gru.hpp"
+#include "chainlet/layers/lstm.hpp"
 #include "chainlet/layers/maxpool.hpp"
 #include "chainlet/layers/slice.hpp"
 #include "chainlet/layer.hpp"
