@@ -33,6 +33,13 @@ using ConvResidual = Chain<Input<6, 5, 2>, Conv<3, 3, 4, Tanh, Padding::same>,
                            Residual<Conv<3, 3, 4, Tanh, Padding::same>, Conv<3, 3, 4, Identity, Padding::same>>, MaxPool<2>,
                            Flatten, Dense<3>>;
 
+// --- recurrent layers (GRU, LSTM): a sequence Input<T, F> is PyTorch's batch_first (batch, T, F) ---
+using GruLast = Chain<Input<6, 3>, GRU<5>, Dense<2>>;
+using LstmSequence = Chain<Input<6, 3>, LSTM<4, true>, Flatten, Dense<2>>;
+using GruSequenceLstm = Chain<Input<5, 2>, GRU<4, true>, LSTM<3>, Dense<1>>;
+using LstmGruSequence = Chain<Input<4, 3>, LSTM<5, true>, GRU<3, true>, Flatten, Dense<2, Tanh>>;
+// --- end of the recurrent layers ---
+
 constexpr std::size_t samples = 7;
 
 std::vector<double> normal(std::size_t n, Rng& rng, double scale) {
@@ -102,5 +109,11 @@ int main(int argc, char** argv) {
     write_case<ParallelMix>(dir, "parallel_mix", 3);
     write_case<UserLayerNet>(dir, "user_layer", 4);
     write_case<ConvResidual>(dir, "conv_residual", 5);
+    // --- recurrent layers ---
+    write_case<GruLast>(dir, "gru_last", 101);
+    write_case<LstmSequence>(dir, "lstm_sequence", 102);
+    write_case<GruSequenceLstm>(dir, "gru_sequence_lstm", 103);
+    write_case<LstmGruSequence>(dir, "lstm_gru_sequence", 104);
+    // --- end of the recurrent layers ---
     return 0;
 }

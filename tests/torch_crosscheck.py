@@ -27,6 +27,7 @@ except ImportError as e:
     sys.exit(77)
 
 from chainlet_torch import Parallel, Residual, Slice  # noqa: E402
+from chainlet_torch import GRU, LSTM  # noqa: E402  (the recurrent layers' modules)
 
 TOLERANCE = 1e-9
 
@@ -70,6 +71,14 @@ MODELS = {
         same_conv(2, 4), nn.Tanh(),
         Residual(same_conv(4, 4), nn.Tanh(), same_conv(4, 4)),
         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 3 * 2, 3)),
+    # --- recurrent layers: chainlet_torch.GRU/LSTM are nn.GRU/nn.LSTM(batch_first=True) returning
+    # output[:, -1] (the last hidden state) or output (ReturnSequence) ---
+    "gru_last": lambda: nn.Sequential(GRU(3, 5), nn.Linear(5, 2)),
+    "lstm_sequence": lambda: nn.Sequential(LSTM(3, 4, return_sequence=True), nn.Flatten(), nn.Linear(6 * 4, 2)),
+    "gru_sequence_lstm": lambda: nn.Sequential(GRU(2, 4, return_sequence=True), LSTM(4, 3), nn.Linear(3, 1)),
+    "lstm_gru_sequence": lambda: nn.Sequential(LSTM(3, 5, return_sequence=True), GRU(5, 3, return_sequence=True),
+                                               nn.Flatten(), nn.Linear(4 * 3, 2), nn.Tanh()),
+    # --- end of the recurrent layers ---
 }
 
 
