@@ -1,13 +1,14 @@
 // GRU and LSTM: the layer checker (finite differences in double, float vs double, the contract's rules)
 // on awkward sizes in both output modes, the forward pass against a plain per-sample reference written
 // from PyTorch's equations, the parameter layout and its PyTorch names, PyTorch's initialisation range,
-// and a small chain trained end to end.
+// a small chain trained end to end, the same bits on 1, 2 and 3 threads, and no allocation in a step.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "alloc_counter.hpp"
 #include "chainlet/chainlet.hpp"
 #include "chainlet/io/architecture.hpp"
 #include "support.hpp"
@@ -182,4 +183,65 @@ TEST_CASE("A GRU chain learns to sum a sequence", "[recurrent][fit]") {
     const double after = value_and_gradient<Net>(p, g, x, t, SquaredError{});
     INFO("loss " << before << " -> " << after);
     REQUIRE(after < 0.05 * before);
+}
+
+namespace {
+
+template <class Net>
+std::vector<float> train_threads(const std::vector<float>& x, const std::vector<float>& y, int threads) {
+    std::vector<float> p(Net::num_params);
+    init_params<Net>(p, 5);
+    Adam opt(1e-3f);
+    FitOptions o;
+    o.epochs = 2;
+    o.batch = 3 * Workspace<Net, float>::chunk + 5;  // several chunks and a partial one
+    o.seed = 9;
+    o.threads = threads;
+    fit<Net>(p, SquaredError{}, x, y, opt, o);
+    return p;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("repro: recurrent chains train to the same bits on 1, 2 and 3 threads", "[recurrent][repro]",
+                   (Chain<Input<7, 3>, GRU<6>, Dense<2>>), (Chain<Input<7, 3>, LSTM<5, true>, Flatten, Dense<2>>)) {
+    using Net = TestType;
+    const std::size_t n = 3 * (3 * Workspace<Net, float>::chunk + 5);
+    const auto x = test::random_vector<float>(Net::in_size * n, 1), y = test::random_vector<float>(Net::out_size * n, 2);
+    const auto p1 = train_threads<Net>(x, y, 1);
+    const auto p2 = train_threads<Net>(x, y, 2);
+    const auto p3 = train_threads<Net>(x, y, 3);
+    std::vector<float> p0(Net::num_params);
+    init_params<Net>(p0, 5);
+    REQUIRE(p1 != p0);
+    REQUIRE(p1 == p2);
+    REQUIRE(p1 == p3);
+}
+
+TEMPLATE_TEST_CASE("a recurrent training step and predict allocate nothing", "[recurrent][alloc]",
+                   (Chain<Input<7, 3>, GRU<6, true>, LSTM<5>, Dense<2>>)) {
+    using Net = TestType;
+    for (std::size_t n : {std::size_t(1), std::size_t(300)}) {
+        std::vector<float> p(Net::num_params), g(Net::num_params);
+        init_params<Net>(p, 1);
+        const auto x = test::random_vector<float>(Net::in_size * n, 2), y = test::random_vector<float>(Net::out_size * n, 3);
+        Workspace<Net, float> ws(n, 2);
+        Adam opt(1e-3f);
+        opt.init(p.size());
+        value_and_gradient<Net>(ws, p, g, x, y, SquaredError{}, 2);  // warm-up (OpenMP starts its threads)
+        const long before = test::allocations.load();
+        for (int step = 0; step < 5; ++step) {
+            value_and_gradient<Net>(ws, p, g, x, y, SquaredError{}, 2);
+            opt.step(p, g);
+        }
+        const long during_steps = test::allocations.load() - before;
+        std::vector<float> out(Net::out_size * n);
+        predict<Net>(ws, p, x, out, 2);
+        const long before_predict = test::allocations.load();
+        predict<Net>(ws, p, x, out, 2);
+        const long during_predict = test::allocations.load() - before_predict;
+        INFO("n=" << n);
+        REQUIRE(during_steps == 0);
+        REQUIRE(during_predict == 0);
+    }
 }
