@@ -22,6 +22,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -65,37 +66,35 @@ struct GRU {
             const T* w_ih = p + params::w_ih;
             const T* w_hh = p + params::w_hh;
             const T* b_hh = p + params::b_hh;
+            // Bias of the gate rows: b_ih + b_hh for r and z (summed once here), b_in for n (b_hn sits inside r * (...)).
+            std::array<T, G> bias;
+            for (std::size_t k = 0; k < G; ++k) bias[k] = p[params::b_ih + k] + (k < 2 * H ? b_hh[k] : T(0));
             for (std::size_t t = 0; t < steps; ++t) {
                 T* gates = saved + t * saved_per_step * n;  // r, z, n rows, first their pre-activations
                 T* a = gates + G * n;
                 T* h = a + H * n;
                 const T* h_prev = t ? h - saved_per_step * n : nullptr;
-                detail::project(G, n, features, w_ih, G, x + t * features * n, p + params::b_ih, gates);
+                detail::project(G, n, features, w_ih, G, x + t * features * n, bias.data(), gates);
                 if (h_prev) {
                     detail::project_add(2 * H, n, H, w_hh, G, h_prev, gates);
                     detail::project(H, n, H, w_hh + 2 * H, G, h_prev, b_hh + 2 * H, a);
                 } else {
                     for (std::size_t j = 0; j < H; ++j) std::fill_n(a + j * n, n, b_hh[2 * H + j]);
                 }
-                for (std::size_t j = 0; j < H; ++j) {
-                    T* r = gates + j * n;
-                    T* z = r + H * n;
-                    T* nt = z + H * n;
-                    const T* aj = a + j * n;
-                    T* hj = h + j * n;
-                    const T* hp = h_prev ? h_prev + j * n : nullptr;
-                    const T br = b_hh[j], bz = b_hh[H + j];
-                    detail::for_lanes<T>(n, [&]<class V>(std::size_t i) {
-                        const V rv = gate_sigmoid(loadv<V>(r + i) + V(br));
-                        const V zv = gate_sigmoid(loadv<V>(z + i) + V(bz));
-                        const V nv = gate_tanh(simd::fma(rv, loadv<V>(aj + i), loadv<V>(nt + i)));
-                        const V hpv = hp ? loadv<V>(hp + i) : V(T(0));
-                        storev(r + i, rv);
-                        storev(z + i, zv);
-                        storev(nt + i, nv);
-                        storev(hj + i, simd::fma(zv, hpv - nv, nv));
-                    });
-                }
+                // The gates, elementwise over all H x n values (rows j, samples s alike).
+                T* r = gates;
+                T* z = r + H * n;
+                T* nt = z + H * n;
+                detail::for_lanes<T>(H * n, [&]<class V>(std::size_t i) {
+                    const V rv = gate_sigmoid(loadv<V>(r + i));
+                    const V zv = gate_sigmoid(loadv<V>(z + i));
+                    const V nv = gate_tanh(simd::fma(rv, loadv<V>(a + i), loadv<V>(nt + i)));
+                    const V hpv = h_prev ? loadv<V>(h_prev + i) : V(T(0));
+                    storev(r + i, rv);
+                    storev(z + i, zv);
+                    storev(nt + i, nv);
+                    storev(h + i, simd::fma(zv, hpv - nv, nv));
+                });
                 if constexpr (ReturnSequence) std::copy_n(h, H * n, y + t * H * n);
             }
             if constexpr (!ReturnSequence) std::copy_n(saved + (steps - 1) * saved_per_step * n + 4 * H * n, H * n, y);
@@ -119,35 +118,29 @@ struct GRU {
                 const T* a = gates + G * n;
                 const T* h_prev = t ? gates - saved_per_step * n + 4 * H * n : nullptr;
                 if constexpr (ReturnSequence) kernels::add_to(dh, dy + t * H * n, H * n);
-                for (std::size_t j = 0; j < H; ++j) {
-                    const T* r = gates + j * n;
-                    const T* z = r + H * n;
-                    const T* nt = z + H * n;
-                    const T* aj = a + j * n;
-                    const T* hp = h_prev ? h_prev + j * n : nullptr;
-                    T* dhj = dh + j * n;
-                    T* dr = dgi + j * n;
-                    T* dz = dr + H * n;
-                    T* dn = dz + H * n;
-                    T* dr_h = dgh + j * n;
-                    T* dz_h = dr_h + H * n;
-                    T* da = dz_h + H * n;
-                    for_lanes<T>(n, [&]<class V>(std::size_t i) {
-                        const V dhv = loadv<V>(dhj + i), rv = loadv<V>(r + i), zv = loadv<V>(z + i),
-                                nv = loadv<V>(nt + i);
-                        const V hpv = hp ? loadv<V>(hp + i) : V(T(0));
-                        const V dn_pre = dhv * (V(1) - zv) * simd::fma(-nv, nv, V(1));
-                        const V dr_pre = dn_pre * loadv<V>(aj + i) * (rv - rv * rv);
-                        const V dz_pre = dhv * (hpv - nv) * (zv - zv * zv);
-                        storev(dr + i, dr_pre);
-                        storev(dz + i, dz_pre);
-                        storev(dn + i, dn_pre);
-                        storev(dr_h + i, dr_pre);
-                        storev(dz_h + i, dz_pre);
-                        storev(da + i, dn_pre * rv);
-                        storev(dhj + i, dhv * zv);
-                    });
-                }
+                const T* r = gates;
+                const T* z = r + H * n;
+                const T* nt = z + H * n;
+                T* dr = dgi;
+                T* dz = dr + H * n;
+                T* dn = dz + H * n;
+                T* dr_h = dgh;
+                T* dz_h = dr_h + H * n;
+                T* da = dz_h + H * n;
+                for_lanes<T>(H * n, [&]<class V>(std::size_t i) {
+                    const V dhv = loadv<V>(dh + i), rv = loadv<V>(r + i), zv = loadv<V>(z + i), nv = loadv<V>(nt + i);
+                    const V hpv = h_prev ? loadv<V>(h_prev + i) : V(T(0));
+                    const V dn_pre = dhv * (V(1) - zv) * simd::fma(-nv, nv, V(1));
+                    const V dr_pre = dn_pre * loadv<V>(a + i) * (rv - rv * rv);
+                    const V dz_pre = dhv * (hpv - nv) * (zv - zv * zv);
+                    storev(dr + i, dr_pre);
+                    storev(dz + i, dz_pre);
+                    storev(dn + i, dn_pre);
+                    storev(dr_h + i, dr_pre);
+                    storev(dz_h + i, dz_pre);
+                    storev(da + i, dn_pre * rv);
+                    storev(dh + i, dhv * zv);
+                });
                 kernels::row_sums_add(G, n, dgi, n, g + params::b_ih);
                 kernels::row_sums_add(G, n, dgh, n, g + params::b_hh);
                 detail::project_pullback(G, n, features, w_ih, G, x + t * features * n, dgi, g + params::w_ih,

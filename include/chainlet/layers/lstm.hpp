@@ -21,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -64,38 +65,35 @@ struct LSTM {
             const T* w_ih = p + params::w_ih;
             const T* w_hh = p + params::w_hh;
             const T* b_hh = p + params::b_hh;
+            std::array<T, G> bias;  // b_ih + b_hh, summed once
+            for (std::size_t k = 0; k < G; ++k) bias[k] = p[params::b_ih + k] + b_hh[k];
             for (std::size_t t = 0; t < steps; ++t) {
                 T* gates = saved + t * saved_per_step * n;  // i, f, g, o rows, first their pre-activations
                 T* c = gates + G * n;
                 T* h = c + H * n;
                 const T* c_prev = t ? c - saved_per_step * n : nullptr;
                 const T* h_prev = t ? h - saved_per_step * n : nullptr;
-                detail::project(G, n, features, w_ih, G, x + t * features * n, p + params::b_ih, gates);
+                detail::project(G, n, features, w_ih, G, x + t * features * n, bias.data(), gates);
                 if (h_prev) detail::project_add(G, n, H, w_hh, G, h_prev, gates);
-                for (std::size_t j = 0; j < H; ++j) {
-                    T* ig = gates + j * n;
-                    T* fg = ig + H * n;
-                    T* gg = fg + H * n;
-                    T* og = gg + H * n;
-                    T* cj = c + j * n;
-                    T* hj = h + j * n;
-                    const T* cp = c_prev ? c_prev + j * n : nullptr;
-                    const T bi = b_hh[j], bf = b_hh[H + j], bg = b_hh[2 * H + j], bo = b_hh[3 * H + j];
-                    detail::for_lanes<T>(n, [&]<class V>(std::size_t k) {
-                        const V iv = gate_sigmoid(loadv<V>(ig + k) + V(bi));
-                        const V fv = gate_sigmoid(loadv<V>(fg + k) + V(bf));
-                        const V gv = gate_tanh(loadv<V>(gg + k) + V(bg));
-                        const V ov = gate_sigmoid(loadv<V>(og + k) + V(bo));
-                        const V cpv = cp ? loadv<V>(cp + k) : V(T(0));
-                        const V cv = simd::fma(fv, cpv, iv * gv);
-                        storev(ig + k, iv);
-                        storev(fg + k, fv);
-                        storev(gg + k, gv);
-                        storev(og + k, ov);
-                        storev(cj + k, cv);
-                        storev(hj + k, ov * gate_tanh(cv));
-                    });
-                }
+                // The gates, elementwise over all H x n values (rows j, samples s alike).
+                T* ig = gates;
+                T* fg = ig + H * n;
+                T* gg = fg + H * n;
+                T* og = gg + H * n;
+                detail::for_lanes<T>(H * n, [&]<class V>(std::size_t k) {
+                    const V iv = gate_sigmoid(loadv<V>(ig + k));
+                    const V fv = gate_sigmoid(loadv<V>(fg + k));
+                    const V gv = gate_tanh(loadv<V>(gg + k));
+                    const V ov = gate_sigmoid(loadv<V>(og + k));
+                    const V cpv = c_prev ? loadv<V>(c_prev + k) : V(T(0));
+                    const V cv = simd::fma(fv, cpv, iv * gv);
+                    storev(ig + k, iv);
+                    storev(fg + k, fv);
+                    storev(gg + k, gv);
+                    storev(og + k, ov);
+                    storev(c + k, cv);
+                    storev(h + k, ov * gate_tanh(cv));
+                });
                 if constexpr (ReturnSequence) std::copy_n(h, H * n, y + t * H * n);
             }
             if constexpr (!ReturnSequence) std::copy_n(saved + (steps - 1) * saved_per_step * n + 5 * H * n, H * n, y);
@@ -121,32 +119,26 @@ struct LSTM {
                 const T* c_prev = t ? c - saved_per_step * n : nullptr;
                 const T* h_prev = t ? c_prev + H * n : nullptr;
                 if constexpr (ReturnSequence) kernels::add_to(dh, dy + t * H * n, H * n);
-                for (std::size_t j = 0; j < H; ++j) {
-                    const T* ig = gates + j * n;
-                    const T* fg = ig + H * n;
-                    const T* gg = fg + H * n;
-                    const T* og = gg + H * n;
-                    const T* cj = c + j * n;
-                    const T* cp = c_prev ? c_prev + j * n : nullptr;
-                    const T* dhj = dh + j * n;
-                    T* dcj = dc + j * n;
-                    T* di = dgates + j * n;
-                    T* df = di + H * n;
-                    T* dg = df + H * n;
-                    T* dout = dg + H * n;
-                    detail::for_lanes<T>(n, [&]<class V>(std::size_t k) {
-                        const V dhv = loadv<V>(dhj + k), iv = loadv<V>(ig + k), fv = loadv<V>(fg + k),
-                                gv = loadv<V>(gg + k), ov = loadv<V>(og + k);
-                        const V tc = gate_tanh(loadv<V>(cj + k));
-                        const V cpv = cp ? loadv<V>(cp + k) : V(T(0));
-                        const V dcv = simd::fma(dhv * ov, simd::fma(-tc, tc, V(1)), loadv<V>(dcj + k));
-                        storev(di + k, dcv * gv * (iv - iv * iv));
-                        storev(df + k, dcv * cpv * (fv - fv * fv));
-                        storev(dg + k, dcv * iv * simd::fma(-gv, gv, V(1)));
-                        storev(dout + k, dhv * tc * (ov - ov * ov));
-                        storev(dcj + k, dcv * fv);
-                    });
-                }
+                const T* ig = gates;
+                const T* fg = ig + H * n;
+                const T* gg = fg + H * n;
+                const T* og = gg + H * n;
+                T* di = dgates;
+                T* df = di + H * n;
+                T* dg = df + H * n;
+                T* dout = dg + H * n;
+                detail::for_lanes<T>(H * n, [&]<class V>(std::size_t k) {
+                    const V dhv = loadv<V>(dh + k), iv = loadv<V>(ig + k), fv = loadv<V>(fg + k), gv = loadv<V>(gg + k),
+                            ov = loadv<V>(og + k);
+                    const V tc = gate_tanh(loadv<V>(c + k));
+                    const V cpv = c_prev ? loadv<V>(c_prev + k) : V(T(0));
+                    const V dcv = simd::fma(dhv * ov, simd::fma(-tc, tc, V(1)), loadv<V>(dc + k));
+                    storev(di + k, dcv * gv * (iv - iv * iv));
+                    storev(df + k, dcv * cpv * (fv - fv * fv));
+                    storev(dg + k, dcv * iv * simd::fma(-gv, gv, V(1)));
+                    storev(dout + k, dhv * tc * (ov - ov * ov));
+                    storev(dc + k, dcv * fv);
+                });
                 kernels::row_sums_add(G, n, dgates, n, g + params::b_ih);
                 kernels::row_sums_add(G, n, dgates, n, g + params::b_hh);
                 detail::project_pullback(G, n, features, w_ih, G, x + t * features * n, dgates, g + params::w_ih,
