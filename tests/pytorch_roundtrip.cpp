@@ -5,7 +5,7 @@
 //   pytorch_roundtrip import <dir>   reads <model>_<dtype>_torch.safetensors and ..._torch_io.safetensors
 //                                     written by PyTorch, predicts, and compares with PyTorch's outputs
 // Models: an MLP with tanh, a small conv chain (valid and same padding, pooling, flatten, dense) and
-// LeNet5. Predictions agree when max|chainlet - torch| <= 1e-5 max|torch| (exit status 1 otherwise).
+// LeNet5, and a GRU (whole sequence) into an LSTM (last state). Predictions agree when max|chainlet - torch| <= 1e-5 max|torch| (exit status 1 otherwise).
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -23,6 +23,8 @@ using SmallConv = Chain<Input<12, 10, 2>, Conv<3, 3, 4, ReLU>, MaxPool<2>, Conv<
                         MaxPool<2>, Flatten, Dense<7, Tanh>, Dense<3>>;
 using LeNet5 = Chain<Input<28, 28, 1>, Conv<5, 5, 6, ReLU>, MaxPool<2, 2>, Conv<5, 5, 16, ReLU>, MaxPool<2, 2>, Flatten,
                      Dense<120, ReLU>, Dense<84, ReLU>, Dense<10>>;
+// Recurrent layers: a sequence Input<T, F> is PyTorch's batch_first (batch, T, F).
+using Recurrent = Chain<Input<9, 3>, GRU<6, true>, LSTM<5>, Dense<2>>;
 constexpr std::size_t samples = 5;
 
 template <class Net>
@@ -89,10 +91,12 @@ bool run(const std::string& mode, const std::string& dir) {
         export_model<Mlp, T>(dir, "mlp");
         export_model<SmallConv, T>(dir, "smallconv");
         export_model<LeNet5, T>(dir, "lenet5");
+        export_model<Recurrent, T>(dir, "recurrent");
         return true;
     }
     bool ok = import_model<Mlp, T>(dir, "mlp");
     ok = import_model<SmallConv, T>(dir, "smallconv") && ok;
+    ok = import_model<Recurrent, T>(dir, "recurrent") && ok;
     return import_model<LeNet5, T>(dir, "lenet5") && ok;
 }
 

@@ -4,7 +4,7 @@
   pytorch_roundtrip.py <path to the pytorch_roundtrip program> <work dir>
 
 1. chainlet -> PyTorch: the C++ program exports trained models (an MLP with tanh, a small conv chain,
-   LeNet5; float32 and float64) and its predictions on fixed inputs; this script reads the files with
+   LeNet5, a GRU into an LSTM; float32 and float64) and its predictions on fixed inputs; this script reads the files with
    json + numpy only, builds the equivalent nn.Sequential (written out here, independently of the C++
    side), loads the weights with load_state_dict(strict=True) and compares the predictions.
 2. PyTorch -> chainlet: this script writes safetensors files of freshly initialised PyTorch models and
@@ -26,6 +26,9 @@ except ImportError as e:  # the test is skipped, visibly
     print(f"SKIP: PyTorch round trip needs torch and numpy in {sys.executable}: {e}")
     sys.exit(77)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from chainlet_torch import GRU, LSTM  # noqa: E402  (nn.GRU/nn.LSTM returning output[:, -1] or output)
+
 TOLERANCE = 1e-5
 DTYPES = {"F32": (np.float32, torch.float32), "F64": (np.float64, torch.float64)}
 
@@ -46,7 +49,11 @@ def lenet5():
                          nn.ReLU(), nn.Linear(84, 10))
 
 
-MODELS = {"mlp": mlp, "smallconv": smallconv, "lenet5": lenet5}
+def recurrent():  # chainlet: Input<9, 3>, GRU<6, true>, LSTM<5>, Dense<2>; input (batch, 9, 3) in both
+    return nn.Sequential(GRU(3, 6, return_sequence=True), LSTM(6, 5), nn.Linear(5, 2))
+
+
+MODELS = {"mlp": mlp, "smallconv": smallconv, "lenet5": lenet5, "recurrent": recurrent}
 
 
 def read_safetensors(path):
@@ -121,7 +128,7 @@ def main():
     for dtype, (np_type, torch_type) in DTYPES.items():
         for name, build in MODELS.items():
             model = build().to(torch_type)
-            shape = {"mlp": (5, 4), "smallconv": (5, 2, 12, 10), "lenet5": (5, 1, 28, 28)}[name]
+            shape = {"mlp": (5, 4), "smallconv": (5, 2, 12, 10), "lenet5": (5, 1, 28, 28), "recurrent": (5, 9, 3)}[name]
             x = rng.standard_normal(shape).astype(np_type)
             with torch.no_grad():
                 out = model(torch.from_numpy(x)).numpy()
