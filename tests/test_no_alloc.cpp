@@ -65,3 +65,23 @@ TEST_CASE("fit allocates nothing inside its steps", "[alloc]") {
     REQUIRE(at_last_step >= 0);
     REQUIRE(worst == 0);
 }
+
+TEST_CASE("a training step through containers allocates nothing", "[alloc][containers]") {
+    using Net = Chain<Input<6>, Parallel<Concat, Branch<Dense<8, Tanh>>, Branch<Slice<2, 3>, Dense<4, GELU>>>,
+                      Residual<Dense<12, Tanh>, Dense<12>>, Parallel<Dot, Branch<Dense<5>>, Branch<Dense<5, Tanh>>>>;
+    const std::size_t n = 3000;
+    std::vector<float> p(Net::num_params), g(Net::num_params);
+    init_params<Net>(p, 1);
+    const auto x = test::random_vector<float>(6 * n, 2), y = test::random_vector<float>(n, 3);
+    Workspace<Net, float> ws(n, 2);
+    Adam opt(1e-3f);
+    opt.init(p.size());
+    value_and_gradient<Net>(ws, p, g, x, y, SquaredError{}, 2);
+    const long before = allocations.load();
+    for (int step = 0; step < 10; ++step) {
+        value_and_gradient<Net>(ws, p, g, x, y, SquaredError{}, 2);
+        opt.step(p, g);
+    }
+    const long during_steps = allocations.load() - before;
+    REQUIRE(during_steps == 0);
+}

@@ -10,13 +10,12 @@ loaded with load_state_dict(strict=True), and its loss (mean over samples of the
 parameter gradients and input gradient by autograd must agree with chainlet's to 1e-9 relative
 (max |a - b| / max |b| per tensor). Exits 77 (ctest's SKIP_RETURN_CODE) without torch or numpy.
 """
-import json
 import os
-import struct
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 try:
     import numpy as np
@@ -27,6 +26,7 @@ except ImportError as e:
     sys.exit(77)
 
 from chainlet_torch import Parallel, Residual, Slice  # noqa: E402
+from pytorch_roundtrip import read_safetensors  # noqa: E402  (json + numpy, no safetensors package)
 from chainlet_torch import GRU, LSTM  # noqa: E402  (the recurrent layers' modules)
 
 TOLERANCE = 1e-9
@@ -82,22 +82,6 @@ MODELS = {
 }
 
 
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    body = data[8 + n:]
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        assert t["dtype"] == "F64", (name, t["dtype"])
-        b, e = t["data_offsets"]
-        out[name] = np.frombuffer(body[b:e], dtype=np.float64).reshape(t["shape"]).copy()
-    return out
-
-
 def to_torch_layout(a):
     """chainlet keeps an image sample as (H, W, C); PyTorch as (C, H, W)."""
     return a.transpose(0, 3, 1, 2) if a.ndim == 4 else a
@@ -109,7 +93,7 @@ def rel(a, b):
 
 
 def check(path, name):
-    t = read_safetensors(path)
+    t = {k: v.astype(np.float64) for k, v in read_safetensors(path).items()}
     torch.manual_seed(0)
     model = MODELS[name]().double()
     params = {k: torch.from_numpy(v) for k, v in t.items()

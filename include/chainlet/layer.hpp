@@ -178,9 +178,17 @@ struct broken_layer {
     static void pullback(const T*, T*, const T*, const T*, T*, T*, T*, T*, std::size_t) {}
 };
 
+template <bool Ok, class L, class InShape>
+struct select_bound {
+    using type = broken_layer<InShape>;
+};
 template <class L, class InShape>
-using checked_bound = std::conditional_t<check_layer_contract<L, InShape>(), typename L::template bound<InShape>,
-                                         broken_layer<InShape>>;
+struct select_bound<true, L, InShape> {
+    using type = typename L::template bound<InShape>;
+};
+
+template <class L, class InShape>
+using checked_bound = typename select_bound<check_layer_contract<L, InShape>(), L, InShape>::type;
 
 // forward with the pass for the layers that take one.
 template <class B, class T>

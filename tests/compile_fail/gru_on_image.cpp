@@ -1,5 +1,5 @@
-// Must not compile: a GRU reads a sequence Input<T, F>, not an image (ctest gru_on_image_is_an_error
-// expects the static_assert's message).
+// Must not compile: a GRU reads a sequence Input<T, F>, not an image (ctest "compile_fail: gru_on_image"
+// expects the static_assert's message as the only error).
 #include "chainlet/chain.hpp"
 #include "chainlet/layers/dense.hpp"
 #include "chainlet/layers/gru.hpp"

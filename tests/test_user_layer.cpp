@@ -1,0 +1,73 @@
+// The user-defined layer of docs/api.md ("Your own layer", tests/user_layer.hpp): it passes the layer
+// checker, trains inside a chain, and round-trips through checkpoints and safetensors (PyTorch loads it
+// in torch_crosscheck).
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "chainlet/chainlet.hpp"
+#include "chainlet/io/checkpoint.hpp"
+#include "chainlet/io/safetensors.hpp"
+#include "support.hpp"
+#include "user_layer.hpp"
+
+using namespace chainlet;
+
+using Net = Chain<Input<3>, ScaleShift, Dense<16, Tanh>, Dense<1>>;
+
+TEST_CASE("the documented user layer passes the layer checker", "[user_layer][gradient]") {
+    const auto r = check_layer<ScaleShift, Input<5>>();
+    INFO(r.report());
+    REQUIRE(r.passed());
+    const auto image = check_layer<ScaleShift, Input<3, 2, 2>>();  // any shape
+    INFO(image.report());
+    REQUIRE(image.passed());
+}
+
+// The documented layer with a bug: its pullback overwrites g instead of adding into it.
+struct Overwrites : ScaleShift {
+    template <class InShape>
+    struct bound : ScaleShift::bound<InShape> {
+        using base = ScaleShift::bound<InShape>;
+        template <class T>
+        static void pullback(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
+                             std::size_t n) {
+            std::fill_n(g, base::num_params, T(0));  // the bug: forgets what g held
+            base::pullback(p, g, x, y, saved, scratch, dy, dx, n);
+        }
+    };
+};
+
+TEST_CASE("the layer checker catches a pullback that overwrites g", "[user_layer][gradient]") {
+    const auto r = check_layer<Overwrites, Input<4>>();
+    REQUIRE_FALSE(r.passed());
+    REQUIRE_THAT(r.report(), Catch::Contains("does not add into g"));
+}
+
+TEST_CASE("a chain with the user layer trains and round-trips through the file formats", "[user_layer][fit][io]") {
+    const std::size_t n = 256;
+    std::vector<double> x(n * 3), y(n);
+    Rng rng(5);
+    for (std::size_t s = 0; s < n; ++s) {
+        for (std::size_t f = 0; f < 3; ++f) x[s * 3 + f] = 4 * rng.uniform() + 10;  // badly scaled inputs
+        y[s] = std::sin(x[s * 3] - 12) + 0.5 * (x[s * 3 + 1] - 12);
+    }
+    std::vector<double> p(Net::num_params), g(p.size());
+    init_params<Net>(p, 1);
+    const double before = value_and_gradient<Net>(p, g, x, y, SquaredError{});
+    Adam opt(1e-2);
+    FitOptions o;
+    o.epochs = 400;
+    fit<Net>(p, SquaredError{}, x, y, opt, o);
+    const double after = value_and_gradient<Net>(p, g, x, y, SquaredError{});
+    INFO("loss before " << before << ", after " << after);
+    REQUIRE(after < 0.05 * before);
+
+    REQUIRE(architecture<Net>::text() == "Input[3] ScaleShift Dense[16,tanh] Dense[1,identity]");
+    std::vector<double> q(p.size()), r(p.size());
+    load_checkpoint_bytes<Net>(checkpoint_bytes<Net>(p), "memory", q);
+    REQUIRE(q == p);
+    import_safetensors_bytes<Net>(safetensors_bytes<Net>(p), "memory", r);
+    REQUIRE(r == p);
+    REQUIRE(architecture<Net>::torch_tensors()[0].name == "0.scale");
+}
