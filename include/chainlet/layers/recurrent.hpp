@@ -34,7 +34,7 @@ struct recurrent_shape {
                   "(H, W, C) or a flat vector is not a sequence: reshape it, e.g. Input<T, 1> for T scalars");
     static_assert(H > 0, "GRU/LSTM<H>: H (hidden units) must be positive");
     static constexpr std::size_t steps = InShape::dims[0];
-    static constexpr std::size_t features = InShape::dims[1];
+    static constexpr std::size_t features = InShape::dims[InShape::rank - 1];  // (in range for any rank: one error only)
     using out_shape = std::conditional_t<ReturnSequence, Shape<steps, H>, Shape<H>>;
 };
 
