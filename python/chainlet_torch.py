@@ -8,8 +8,11 @@ containers map to the modules below; their tensor names follow from the attribut
                                                nn.Sequential(...), ...)        "<i>.branches.<b>.<j>.weight"
   Slice<First, Count>                 Slice(first, count)                      (no tensors)
   RMSNorm                             RMSNorm(features)                        "<i>.weight"
+  GRU<H, ReturnSequence>              GRU(F, H, return_sequence)               "<i>.weight_ih_l0" ...
+  LSTM<H, ReturnSequence>             LSTM(F, H, return_sequence)              "<i>.weight_ih_l0" ...
 (RMSNorm: PyTorch 2.4's nn.RMSNorm(features, eps=1e-5) is the same module; this one is for older PyTorch.)
-Inputs are (batch, features), or (batch, C, H, W) for images (chainlet keeps (H, W, C) per sample).
+Inputs are (batch, features), or (batch, C, H, W) for images (chainlet keeps (H, W, C) per sample), or
+(batch, T, F) for sequences (chainlet's Input<T, F>, the same order).
 """
 import torch
 from torch import nn
@@ -69,3 +72,30 @@ class RMSNorm(nn.Module):
 
     def forward(self, x):
         return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps) * self.weight
+
+
+class GRU(nn.GRU):
+    """chainlet's GRU<H, ReturnSequence>: nn.GRU(F, H, batch_first=True) (one layer, both biases), which
+    returns (output, h_n); this module returns output[:, -1], the last hidden state (batch, H), or with
+    return_sequence the whole output (batch, T, H). The state_dict is nn.GRU's."""
+
+    def __init__(self, input_size, hidden_size, return_sequence=False):
+        super().__init__(input_size, hidden_size, batch_first=True)
+        self.return_sequence = return_sequence
+
+    def forward(self, x):
+        output, _ = super().forward(x)
+        return output if self.return_sequence else output[:, -1]
+
+
+class LSTM(nn.LSTM):
+    """chainlet's LSTM<H, ReturnSequence>: nn.LSTM(F, H, batch_first=True), returning output[:, -1] or
+    (return_sequence) output, as GRU above. The state_dict is nn.LSTM's."""
+
+    def __init__(self, input_size, hidden_size, return_sequence=False):
+        super().__init__(input_size, hidden_size, batch_first=True)
+        self.return_sequence = return_sequence
+
+    def forward(self, x):
+        output, _ = super().forward(x)
+        return output if self.return_sequence else output[:, -1]

@@ -5,7 +5,9 @@
 //   pytorch_roundtrip import <dir>   reads <model>_<dtype>_torch.safetensors and ..._torch_io.safetensors
 //                                     written by PyTorch, predicts, and compares with PyTorch's outputs
 // Models: an MLP with tanh, a small conv chain (valid and same padding, pooling, flatten, dense),
-// LeNet5, a Conv1D sequence net and a strided-conv net with average pooling. Predictions agree when max|chainlet - torch| <= 1e-5 max|torch| (exit status 1 otherwise).
+// LeNet5, a Conv1D sequence net, a strided-conv net with average pooling, issue 13's activations and
+// norms, and a GRU (whole sequence) into an LSTM (last state). Predictions agree when
+// max|chainlet - torch| <= 1e-5 max|torch| (exit status 1 otherwise).
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -34,6 +36,9 @@ using SeqConv = Chain<Input<20, 3>, Conv1D<5, 8, ReLU, Padding::same>, MaxPool1D
                       AvgPool1D<2>, Conv1D<2, 4, Softplus, Padding::same, 1, 2>, Flatten, Dense<3>>;
 using StridedConv = Chain<Input<15, 13, 2>, Conv<3, 3, 6, ReLU, Padding::valid, 2>, AvgPool<2>, Conv<2, 2, 4, Tanh>,
                           GlobalAvgPool, Dense<3>>;
+
+// Recurrent layers: a sequence Input<T, F> is PyTorch's batch_first (batch, T, F).
+using Recurrent = Chain<Input<9, 3>, GRU<6, true>, LSTM<5>, Dense<2>>;
 constexpr std::size_t samples = 5;
 
 template <class Net>
@@ -103,6 +108,7 @@ bool run(const std::string& mode, const std::string& dir) {
         export_model<Issue13, T>(dir, "issue13");
         export_model<SeqConv, T>(dir, "seqconv");
         export_model<StridedConv, T>(dir, "stridedconv");
+        export_model<Recurrent, T>(dir, "recurrent");
         return true;
     }
     bool ok = import_model<Issue13, T>(dir, "issue13");
@@ -110,6 +116,7 @@ bool run(const std::string& mode, const std::string& dir) {
     ok = import_model<SmallConv, T>(dir, "smallconv") && ok;
     ok = import_model<SeqConv, T>(dir, "seqconv") && ok;
     ok = import_model<StridedConv, T>(dir, "stridedconv") && ok;
+    ok = import_model<Recurrent, T>(dir, "recurrent") && ok;
     return import_model<LeNet5, T>(dir, "lenet5") && ok;
 }
 

@@ -4,7 +4,7 @@
   pytorch_roundtrip.py <path to the pytorch_roundtrip program> <work dir>
 
 1. chainlet -> PyTorch: the C++ program exports trained models (an MLP with tanh, a small conv chain,
-   LeNet5, a Conv1D sequence net, a strided-conv net with average pooling; float32 and float64) and its predictions on fixed inputs; this script reads the files with
+   LeNet5, a Conv1D sequence net, a strided-conv net with average pooling, a GRU into an LSTM; float32 and float64) and its predictions on fixed inputs; this script reads the files with
    json + numpy only, builds the equivalent nn.Sequential (written out here, independently of the C++
    side), loads the weights with load_state_dict(strict=True) and compares the predictions.
 2. PyTorch -> chainlet: this script writes safetensors files of freshly initialised PyTorch models and
@@ -28,6 +28,7 @@ except ImportError as e:  # the test is skipped, visibly
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from chainlet_torch import RMSNorm  # noqa: E402  (PyTorch 2.4's nn.RMSNorm(n, eps=1e-5), written out)
+from chainlet_torch import GRU, LSTM  # noqa: E402  (nn.GRU/nn.LSTM returning output[:, -1] or output)
 
 TOLERANCE = 1e-5
 DTYPES = {"F32": (np.float32, torch.float32), "F64": (np.float64, torch.float64)}
@@ -71,7 +72,12 @@ def stridedconv():  # chainlet: Input<15,13,2>, Conv<3,3,6,ReLU,valid,2>, AvgPoo
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3))
 
 
-MODELS = {"mlp": mlp, "smallconv": smallconv, "lenet5": lenet5, "seqconv": seqconv, "stridedconv": stridedconv, "issue13": issue13}
+def recurrent():  # chainlet: Input<9, 3>, GRU<6, true>, LSTM<5>, Dense<2>; input (batch, 9, 3) in both
+    return nn.Sequential(GRU(3, 6, return_sequence=True), LSTM(6, 5), nn.Linear(5, 2))
+
+
+MODELS = {"mlp": mlp, "smallconv": smallconv, "lenet5": lenet5, "seqconv": seqconv, "stridedconv": stridedconv,
+          "issue13": issue13, "recurrent": recurrent}
 
 
 def read_safetensors(path):
@@ -147,7 +153,8 @@ def main():
         for name, build in MODELS.items():
             model = build().to(torch_type)
             shape = {"mlp": (5, 4), "smallconv": (5, 2, 12, 10), "lenet5": (5, 1, 28, 28),
-                     "seqconv": (5, 20, 3), "stridedconv": (5, 2, 15, 13), "issue13": (5, 2, 4, 3)}[name]
+                     "seqconv": (5, 20, 3), "stridedconv": (5, 2, 15, 13), "issue13": (5, 2, 4, 3),
+                     "recurrent": (5, 9, 3)}[name]
             x = rng.standard_normal(shape).astype(np_type)
             with torch.no_grad():
                 out = model(torch.from_numpy(x)).numpy()

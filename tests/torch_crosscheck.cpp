@@ -45,6 +45,12 @@ using StridedConvPool = Chain<Input<13, 11, 2>, Conv<3, 3, 4, Tanh, Padding::val
                               Conv<2, 2, 5, Softplus>, GlobalAvgPool, Dense<3>>;
 using StridedConvFlatten = Chain<Input<9, 8, 3>, Conv<2, 3, 4, GELU, Padding::valid, 3>, AvgPool<1, 2>, Flatten, Dense<2>>;
 // --- end issue 13 (layers13b) ---
+// --- recurrent layers (GRU, LSTM): a sequence Input<T, F> is PyTorch's batch_first (batch, T, F) ---
+using GruLast = Chain<Input<6, 3>, GRU<5>, Dense<2>>;
+using LstmSequence = Chain<Input<6, 3>, LSTM<4, true>, Flatten, Dense<2>>;
+using GruSequenceLstm = Chain<Input<5, 2>, GRU<4, true>, LSTM<3>, Dense<1>>;
+using LstmGruSequence = Chain<Input<4, 3>, LSTM<5, true>, GRU<3, true>, Flatten, Dense<2, Tanh>>;
+// --- end of the recurrent layers ---
 
 constexpr std::size_t samples = 7;
 
@@ -190,5 +196,11 @@ int main(int argc, char** argv) {
     write_case<Conv1dDilatedGap>(dir, "conv1d_dilated_gap", 132);
     write_case<StridedConvPool>(dir, "strided_conv_pool", 133);
     write_case<StridedConvFlatten>(dir, "strided_conv_flatten", 134);
+    // --- recurrent layers ---
+    write_case<GruLast>(dir, "gru_last", 101);
+    write_case<LstmSequence>(dir, "lstm_sequence", 102);
+    write_case<GruSequenceLstm>(dir, "gru_sequence_lstm", 103);
+    write_case<LstmGruSequence>(dir, "lstm_gru_sequence", 104);
+    // --- end of the recurrent layers ---
     return 0;
 }

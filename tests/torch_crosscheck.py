@@ -27,6 +27,7 @@ except ImportError as e:
 
 from chainlet_torch import Parallel, Residual, Slice  # noqa: E402
 from pytorch_roundtrip import read_safetensors  # noqa: E402  (json + numpy, no safetensors package)
+from chainlet_torch import GRU, LSTM  # noqa: E402  (the recurrent layers' modules)
 
 TOLERANCE = 1e-9
 
@@ -101,6 +102,14 @@ MODELS = {
         nn.Conv2d(3, 4, (2, 3), stride=3), nn.GELU(approximate="tanh"),
         nn.AvgPool2d((1, 2)), nn.Flatten(), nn.Linear(3 * 1 * 4, 2)),
     # --- end issue 13 (layers13b) ---
+    # --- recurrent layers: chainlet_torch.GRU/LSTM are nn.GRU/nn.LSTM(batch_first=True) returning
+    # output[:, -1] (the last hidden state) or output (ReturnSequence) ---
+    "gru_last": lambda: nn.Sequential(GRU(3, 5), nn.Linear(5, 2)),
+    "lstm_sequence": lambda: nn.Sequential(LSTM(3, 4, return_sequence=True), nn.Flatten(), nn.Linear(6 * 4, 2)),
+    "gru_sequence_lstm": lambda: nn.Sequential(GRU(2, 4, return_sequence=True), LSTM(4, 3), nn.Linear(3, 1)),
+    "lstm_gru_sequence": lambda: nn.Sequential(LSTM(3, 5, return_sequence=True), GRU(5, 3, return_sequence=True),
+                                               nn.Flatten(), nn.Linear(4 * 3, 2), nn.Tanh()),
+    # --- end of the recurrent layers ---
 }
 
 

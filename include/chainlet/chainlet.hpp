@@ -16,6 +16,8 @@
 #include "chainlet/layers/dropout.hpp"
 #include "chainlet/layers/flatten.hpp"
 #include "chainlet/layers/layer_norm.hpp"
+#include "chainlet/layers/gru.hpp"
+#include "chainlet/layers/lstm.hpp"
 #include "chainlet/layers/maxpool.hpp"
 #include "chainlet/layers/rms_norm.hpp"
 #include "chainlet/layers/global_avgpool.hpp"
