@@ -209,6 +209,7 @@ int run(bool heat, std::size_t steps, std::size_t lbfgs_steps, std::size_t point
         lbfgs_parameter_init(&param);
         param.max_iterations = static_cast<int>(lbfgs_steps);
         param.epsilon = 1e-12;
+        param.m = 50;  // a long history, as PyTorch's LBFGS (history_size 100): PINN losses are ill-conditioned
         param.past = 0;
         LbfgsContext<T> ctx{&problem, p, g, std::max<std::size_t>(1, lbfgs_steps / 10)};
         lbfgsfloatval_t fx = 0;
