@@ -109,7 +109,8 @@ concept ResidualFunctor = requires(const R& r, const PointDerivatives<T>& d, Poi
 //   r = a u + sum_i b_i du/dx_i + sum_k c_k (second column k) - source(x),   loss = mean r^2.
 // Poisson -Lap u = f with DerivativeSpec::laplacian: {.second = {1}, .source = -f};
 // heat u_t = alpha u_xx with x = (x, t) and DerivativeSpec::diagonal(2, {0}): {.first = {0, 1}, .second = {-alpha}}.
-// source(const T* x_of_sample, std::size_t dims) -> T; x_of_sample gathered from the feature-major chunk.
+// source(const T* x, std::size_t sample) -> T: x the sample's coordinates, sample its index in the
+// whole call (so a source known only at the points can be a table lookup).
 template <class T, class Source>
 struct LinearResidual {
     T value = T(0);
@@ -122,7 +123,7 @@ struct LinearResidual {
         T point[16];
         for (std::size_t s = 0; s < d.n; ++s) {
             for (std::size_t i = 0; i < d.dims && i < 16; ++i) point[i] = d.x[i * d.n + s];
-            T r = value * d.u()[s] - source(static_cast<const T*>(point), d.dims);
+            T r = value * d.u()[s] - source(static_cast<const T*>(point), d.first_sample + s);
             for (std::size_t i = 0; i < first.size(); ++i) r += first[i] * d.du(i)[s];
             for (std::size_t k = 0; k < second.size(); ++k) r += second[k] * d.d2u(k)[s];
             sum += r * r;
