@@ -181,8 +181,10 @@ struct DenseJetRule {
         }
     }
     // ybar (in place) becomes zbar.
+    // containing[i]: the second-derivative columns k whose set holds tangent i.
     static void pullback(const T* z, T* ybar, std::size_t out, std::size_t n, std::size_t D,
-                         const std::vector<std::vector<std::size_t>>& second) {
+                         const std::vector<std::vector<std::size_t>>& second,
+                         const std::vector<std::vector<std::size_t>>& containing) {
         const std::size_t C = 1 + D + second.size(), stride = C * n, K = second.size();
         for (std::size_t o = 0; o < out; ++o) {
             const T* zo = z + o * stride;
@@ -204,9 +206,7 @@ struct DenseJetRule {
                 // zbar_i = ybar_i f' + 2 f'' z_i sum_{S_k contains i} ybar_S
                 for (std::size_t i = 0; i < D; ++i) {
                     V w(0);
-                    for (std::size_t k = 0; k < K; ++k)
-                        if (std::find(second[k].begin(), second[k].end(), i) != second[k].end())
-                            w += simd::loadv<V>(bo + (1 + D + k) * n + s);
+                    for (auto k : containing[i]) w += simd::loadv<V>(bo + (1 + D + k) * n + s);
                     const std::size_t c = (1 + i) * n + s;
                     simd::storev(bo + c, simd::fma(simd::loadv<V>(bo + c), j.d1,
                                                    V(2) * j.d2 * w * simd::loadv<V>(zo + c)));
@@ -245,6 +245,9 @@ public:
                                                 " but only " + std::to_string(spec_.tangents) + " tangents");
         }
         C_ = spec_.columns();
+        containing_.assign(spec_.tangents, {});
+        for (std::size_t k = 0; k < spec_.second.size(); ++k)
+            for (auto i : spec_.second[k]) containing_[i].push_back(k);
         // About 512 KiB of columns per chunk (two buffers per layer boundary), a multiple of 16 in [16, 256].
         std::size_t per_sample = 0;
         for (std::size_t l = 0; l <= L; ++l) per_sample += 2 * Net::width[l] * C_ * sizeof(T);
@@ -440,7 +443,7 @@ private:
                  T* gw = g + Net::param_offset[I];
                  T* zbar = s.bar[R % 2];
                  detail::DenseJetRule<typename Layer::activation, T>::pullback(s.pre[I + 1], zbar, Out, m, spec_.tangents,
-                                                                              spec_.second);
+                                                                              spec_.second, containing_);
                  // Wbar[i, o] += sum over every column of a[i, .] zbar[o, .]
                  kernels::gemm_nt(In, Out, N, s.act[I], N, zbar, N, gw, Out);
                  if constexpr (Layer::has_bias) kernels::row_sums_add(Out, m, zbar, N, gw + Layer::num_weights);
@@ -452,6 +455,7 @@ private:
     }
 
     DerivativeSpec spec_;
+    std::vector<std::vector<std::size_t>> containing_;  // see DenseJetRule::pullback
     std::size_t C_ = 1, chunk_ = 16;
     std::vector<Scratch> scratch_;
     aligned_vector<T> partial_;
