@@ -3,7 +3,8 @@
 # /usr/bin/python3), PyTorch 2.13 and JAX 0.10 (a venv with the pinned wheels: build/compare-venv, made
 # by bench/compare.sh, or the interpreter given as $1). 1 thread = pinned to CPU 0 (taskset), 2 = CPUs 0,1.
 #   bench/pinn/run.sh [venv python]          (from the repository root, after building pinn_bench)
-# Prints each system's JSON line, then the ratios to chainlet.
+# Prints each system's JSON line, then its time over chainlet's (wall and process CPU time: on a shared,
+# loaded machine the CPU-time ratio with 1 thread is the steadier one).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 py2=${1:-build/compare-venv/bin/python}
@@ -22,10 +23,13 @@ done
 cat "$out"
 /usr/bin/python3 - "$out.chainlet" "$out" <<'PY'
 import json, sys
-chain = {(r["dtype"], r["threads"]): r["ms_per_step"] for r in json.load(open(sys.argv[1]))}
+chain = {(r["dtype"], r["threads"]): r for r in json.load(open(sys.argv[1]))}
+print("system                       dtype   thr  wall ms  (chainlet)  ratio | CPU ms  (chainlet)  ratio")
 for line in open(sys.argv[2]):
     r = json.loads(line)
     c = chain[(r["dtype"], r["threads"])]
-    print(f'{r["system"]:28s} {r["dtype"]} {r["threads"]} thread(s): {r["ms_per_step"]:8.3f} ms, chainlet {c:.3f} ms: chainlet is {r["ms_per_step"] / c:.1f}x faster')
+    print(f'{r["system"]:28s} {r["dtype"]} {r["threads"]}  {r["ms_per_step"]:8.3f} ({c["ms_per_step"]:7.3f}) '
+          f'{r["ms_per_step"] / c["ms_per_step"]:5.1f}x | {r.get("cpu_ms_per_step", float("nan")):7.3f} '
+          f'({c["cpu_ms_per_step"]:7.3f}) {r.get("cpu_ms_per_step", float("nan")) / c["cpu_ms_per_step"]:5.1f}x')
 PY
 rm -f "$out" "$out.chainlet"
