@@ -121,8 +121,11 @@ struct LinearResidual {
     T operator()(const PointDerivatives<T>& d, PointCotangents<T>& c, T scale) const {
         T sum = 0;
         T point[16];
+        if (d.dims > 16)
+            throw std::invalid_argument("LinearResidual: at most 16 input coordinates, the network has " +
+                                        std::to_string(d.dims) + "; write the residual as a functor (docs/api.md)");
         for (std::size_t s = 0; s < d.n; ++s) {
-            for (std::size_t i = 0; i < d.dims && i < 16; ++i) point[i] = d.x[i * d.n + s];
+            for (std::size_t i = 0; i < d.dims; ++i) point[i] = d.x[i * d.n + s];
             T r = value * d.u()[s] - source(static_cast<const T*>(point), d.first_sample + s);
             for (std::size_t i = 0; i < first.size(); ++i) r += first[i] * d.du(i)[s];
             for (std::size_t k = 0; k < second.size(); ++k) r += second[k] * d.d2u(k)[s];
