@@ -15,6 +15,13 @@
 
 namespace chainlet {
 
+// An activation's value and its first three derivatives at one z (scalar or SIMD batch), from `jet(z)`:
+// the forward input-derivative pass uses f' and f'', its pullback also f''' (derivatives/taylor.hpp).
+template <class V>
+struct Jet {
+    V value, d1, d2, d3;
+};
+
 struct Identity {
     static constexpr const char* name = "identity";
     static constexpr bool derivative_from_output = true;
@@ -22,6 +29,9 @@ struct Identity {
     static V value(V z) { return z; }
     template <class V>
     static V pullback(V dy, V /*y*/) { return dy; }
+    // jet: y and f', f'', f''' at z (the input-derivative pass, derivatives/taylor.hpp).
+    template <class V>
+    static Jet<V> jet(V z) { return {z, V(1), V(0), V(0)}; }
 };
 
 struct ReLU {
@@ -32,6 +42,9 @@ struct ReLU {
     // f'(z) = [z > 0] = [y > 0]; at z = 0 the subgradient 0 is used.
     template <class V>
     static V pullback(V dy, V y) { return simd::select(y > V(0), dy, V(0)); }
+    // f' = [z > 0], f'' = f''' = 0 (almost everywhere)
+    template <class V>
+    static Jet<V> jet(V z) { return {simd::max(z, V(0)), simd::select(z > V(0), V(1), V(0)), V(0), V(0)}; }
 };
 
 struct Tanh {
@@ -42,6 +55,12 @@ struct Tanh {
     // f' = 1 - y^2
     template <class V>
     static V pullback(V dy, V y) { return dy * simd::fma(-y, y, V(1)); }
+    // f' = 1 - y^2,  f'' = -2 y f',  f''' = -2 f' (1 - 3 y^2)
+    template <class V>
+    static Jet<V> jet(V z) {
+        const V y = value(z), d1 = simd::fma(-y, y, V(1));
+        return {y, d1, V(-2) * y * d1, V(-2) * d1 * simd::fma(V(-3) * y, y, V(1))};
+    }
 };
 
 struct Sigmoid {
@@ -52,6 +71,12 @@ struct Sigmoid {
     // f' = y (1 - y)
     template <class V>
     static V pullback(V dy, V y) { return dy * (y - y * y); }
+    // f' = y (1 - y),  f'' = f' (1 - 2y),  f''' = f' (1 - 6y + 6y^2)
+    template <class V>
+    static Jet<V> jet(V z) {
+        const V y = value(z), d1 = y - y * y;
+        return {y, d1, d1 * simd::fma(V(-2), y, V(1)), d1 * simd::fma(V(6), y * y - y, V(1))};
+    }
 };
 
 struct Softplus {
@@ -63,6 +88,12 @@ struct Softplus {
     // f' = sigmoid(z)
     template <class V>
     static V pullback(V dy, V z) { return dy / (V(1) + simd::exp(-z)); }
+    // f' = s = sigmoid(z),  f'' = s (1 - s),  f''' = s (1 - s)(1 - 2s)
+    template <class V>
+    static Jet<V> jet(V z) {
+        const V s = V(1) / (V(1) + simd::exp(-z)), q = s - s * s;
+        return {value(z), s, q, q * simd::fma(V(-2), s, V(1))};
+    }
 };
 
 // GELU in its tanh form: 0.5 z (1 + tanh(u)), u = sqrt(2/pi) (z + 0.044715 z^3)
@@ -88,6 +119,22 @@ struct GELU {
         const V s = gate(z);
         const V du = V(T(0.7978845608028654)) * simd::fma(V(T(3 * 0.044715)) * z, z, V(1));
         return dy * simd::fma(V(2) * z * (s - s * s), du, s);
+    }
+    // y = z s(z) with s = sigmoid(2u), u = k (z + c z^3). With q = s (1 - s), r = 1 - 2s and u', u'', u'''
+    // the derivatives of u: s' = 2 q u', s'' = 4 q r u'^2 + 2 q u'',
+    // s''' = q (8 r^2 u'^3 - 16 q u'^3 + 12 r u' u'' + 2 u'''); then
+    // f' = s + z s',  f'' = 2 s' + z s'',  f''' = 3 s'' + z s'''.
+    template <class V>
+    static Jet<V> jet(V z) {
+        using T = simd::scalar_t<V>;
+        const T k = T(0.7978845608028654), c = T(0.044715);
+        const V s = gate(z), q = s - s * s, r = simd::fma(V(-2), s, V(1));
+        const V u1 = V(k) * simd::fma(V(T(3) * c) * z, z, V(1)), u2 = V(T(6) * k * c) * z, u3(T(6) * k * c);
+        const V u1sq = u1 * u1;
+        const V s1 = V(2) * q * u1;
+        const V s2 = q * simd::fma(V(4) * r, u1sq, V(2) * u2);
+        const V s3 = q * (u1sq * u1 * (V(8) * r * r - V(16) * q) + V(12) * r * u1 * u2 + V(2) * u3);
+        return {z * s, simd::fma(z, s1, s), simd::fma(z, s2, V(2) * s1), simd::fma(z, s3, V(3) * s2)};
     }
 };
 

@@ -44,6 +44,9 @@ struct Dense {
         using out_shape = Shape<Out>;
         static constexpr std::size_t num_weights = in_size * Out;
         static constexpr std::size_t num_params = num_weights + (Bias ? Out : 0);
+        // For passes that apply their own rules to a Dense layer (derivatives/taylor.hpp).
+        using activation = Act;
+        static constexpr bool has_bias = Bias;
         // Saved: the pre-activation z, kept only when act' cannot be computed from y.
         // Scratch: dz transposed (the weight gradient of a small chunk, see pullback).
         static constexpr std::size_t saved_per_sample = Act::derivative_from_output ? 0 : Out;

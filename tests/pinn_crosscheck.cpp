@@ -1,0 +1,93 @@
+// Writes, per model, chainlet's input-derivative pass and residual-loss gradient in float64 as JSON
+// (one file per case) for tests/pinn_crosscheck.py, which recomputes them with PyTorch autograd
+// (double backward). Usage: pinn_crosscheck <out dir>
+//
+// Each case: the layers (in, out, activation, bias), the parameters in chainlet's layout (per layer
+// W[i * out + o], then b), the inputs (n x in), the outputs u, du/dx_i, d2u/dx_i^2 for every i and the
+// Laplacian, the residual's coefficients, its loss and the parameter gradient.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chainlet/chainlet.hpp"
+#include "chainlet/derivatives/taylor.hpp"
+#include "support.hpp"
+
+using namespace chainlet;
+using json = nlohmann::json;
+
+namespace {
+
+template <class Net>
+void write_case(const std::string& dir, const std::string& name, std::uint64_t seed, std::size_t n) {
+    constexpr std::size_t F = Net::in_size, O = Net::out_size;
+    std::vector<double> p(Net::num_params), g(Net::num_params, 0.0);
+    init_params<Net>(p, seed);
+    for (auto& v : p) v *= 1.3;
+    // biases nonzero, so the bias gradients are exercised away from the symmetric point
+    Rng rng(seed + 100);
+    for (auto& v : p) v += 0.1 * rng.normal();
+    const auto x = test::random_vector(n * F, seed + 1);
+    std::vector<std::size_t> all(F);
+    for (std::size_t i = 0; i < F; ++i) all[i] = i;
+    DerivativeSpec spec = DerivativeSpec::diagonal(F, all);
+    spec.second.push_back(all);
+    DerivativeWorkspace<Net, double> ws(spec, n, 1);
+    const std::size_t C = spec.columns();
+    std::vector<double> out(n * O * C);
+    ws.derivatives(p.data(), x.data(), out.data(), n);
+    // residual on output 0: r = a u + sum_i b_i u_i + sum_i c_i u_ii + c_lap Lap u - sin(x_0); loss mean r^2
+    std::vector<double> b(F), c(F + 1);
+    for (std::size_t i = 0; i < F; ++i) b[i] = 0.3 + 0.1 * static_cast<double>(i);
+    for (std::size_t k = 0; k <= F; ++k) c[k] = -0.4 + 0.25 * static_cast<double>(k);
+    const double a = 0.7;
+    const auto r = linear_residual<double>(b, c, [](const double* q, std::size_t) { return std::sin(q[0]); }, a);
+    const double loss = ws.add_value_and_gradient(p.data(), g.data(), x.data(), n, r, 1.0, 1);
+
+    json layers = json::array();
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((layers.push_back({{"in", Net::width[I]},
+                            {"out", Net::width[I + 1]},
+                            {"activation", Net::template layer<I>::activation::name},
+                            {"bias", Net::template layer<I>::has_bias}})),
+         ...);
+    }(std::make_index_sequence<Net::num_layers>{});
+    json j;
+    j["name"] = name;
+    j["layers"] = layers;
+    j["params"] = p;
+    j["x"] = x;
+    j["n"] = n;
+    j["outputs"] = O;
+    j["columns"] = C;
+    j["derivatives"] = out;  // per sample, per output: u, du/dx_0.., d2u/dx_0^2.., Laplacian
+    j["residual"] = {{"a", a}, {"b", b}, {"c", c}};
+    j["loss"] = loss;
+    j["grad"] = g;
+    std::ofstream f(dir + "/" + name + ".json");
+    f.precision(17);
+    f << j.dump();
+    if (!f) throw std::runtime_error("cannot write " + dir + "/" + name + ".json");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: pinn_crosscheck <out dir>\n");
+        return 2;
+    }
+    const std::string dir = argv[1];
+    write_case<Chain<Input<2>, Dense<32, Tanh>, Dense<32, Tanh>, Dense<32, Tanh>, Dense<1>>>(dir, "poisson_mlp", 1, 70);
+    write_case<Chain<Input<3>, Dense<7, GELU>, Dense<5, Softplus>, Dense<2>>>(dir, "gelu_softplus", 2, 33);
+    write_case<Chain<Input<1>, Dense<16, Sigmoid>, Dense<1, Tanh>>>(dir, "sigmoid_1d", 3, 19);
+    write_case<Chain<Input<4>, Dense<24, Tanh>, DenseNoBias<12, GELU>, Dense<9, Sigmoid>, Dense<8, Softplus>, Dense<3>>>(
+        dir, "deep_mixed", 4, 41);
+    write_case<Chain<Input<2>, Dense<20, ReLU>, Dense<10, Tanh>, Dense<1>>>(dir, "relu_tanh", 5, 25);
+    write_case<Chain<Input<2>, Dense<1, Tanh>>>(dir, "single_layer", 6, 17);
+    return 0;
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""PyTorch autograd (double backward) cross-check of chainlet's input-derivative pass (ctest pinn_crosscheck).
+
+  pinn_crosscheck.py <path to the pinn_crosscheck program> <work dir>
+
+Per case (tests/pinn_crosscheck.cpp) the MLP is rebuilt in float64 PyTorch; u, du/dx_i (autograd.grad
+with create_graph=True), d2u/dx_i^2 (grad of the first derivatives) and the Laplacian, then the residual
+loss mean_s (a u + sum_i b_i u_i + sum_i c_i u_ii + c_lap Lap u - sin x_0)^2 on output 0 and its parameter
+gradient by backward through that graph, must agree with chainlet's to 1e-9 relative
+(max |a - b| / max |b| per quantity). Exits 77 (ctest's SKIP_RETURN_CODE) without torch.
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+try:
+    import torch
+except ImportError as e:
+    print(f"SKIP: the PINN cross-check needs torch in {sys.executable}: {e}")
+    sys.exit(77)
+
+TOLERANCE = 1e-9
+ACT = {
+    "identity": lambda z: z,
+    "relu": torch.relu,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "softplus": torch.nn.functional.softplus,
+    "gelu": lambda z: torch.nn.functional.gelu(z, approximate="tanh"),
+}
+
+
+def rel(a, b):
+    a = torch.as_tensor(a, dtype=torch.float64).flatten()
+    b = torch.as_tensor(b, dtype=torch.float64).flatten()
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-300))
+
+
+def check(case):
+    torch.manual_seed(0)
+    params, off = [], 0
+    flat = case["params"]
+    for layer in case["layers"]:
+        i, o = layer["in"], layer["out"]
+        w = torch.tensor(flat[off:off + i * o], dtype=torch.float64).reshape(i, o).requires_grad_()  # W[i*out+o]
+        off += i * o
+        b = None
+        if layer["bias"]:
+            b = torch.tensor(flat[off:off + o], dtype=torch.float64).requires_grad_()
+            off += o
+        params.append((w, b, ACT[layer["activation"]]))
+    assert off == len(flat)
+    n, F, O, C = case["n"], case["layers"][0]["in"], case["outputs"], case["columns"]
+    x = torch.tensor(case["x"], dtype=torch.float64).reshape(n, F).requires_grad_()
+    h = x
+    for w, b, act in params:
+        h = h @ w
+        if b is not None:
+            h = h + b
+        h = act(h)
+    u = h  # n x O
+    cols = torch.zeros(n, O, C, dtype=torch.float64)
+    keep = []
+    for o in range(O):
+        (du,) = torch.autograd.grad(u[:, o].sum(), x, create_graph=True)  # n x F
+        cols[:, o, 0] = u[:, o].detach()
+        lap = 0
+        second = []
+        for i in range(F):
+            cols[:, o, 1 + i] = du[:, i].detach()
+            (d2,) = torch.autograd.grad(du[:, i].sum(), x, create_graph=True)
+            cols[:, o, 1 + F + i] = d2[:, i].detach()
+            second.append(d2[:, i])
+            lap = lap + d2[:, i]
+        cols[:, o, 1 + 2 * F] = lap.detach()
+        if o == 0:
+            keep = (du, second, lap)
+    chain = torch.tensor(case["derivatives"], dtype=torch.float64).reshape(n, O, C)
+    worst = {"u": rel(chain[:, :, 0], cols[:, :, 0]), "grad u": rel(chain[:, :, 1:1 + F], cols[:, :, 1:1 + F]),
+             "diag Hessian": rel(chain[:, :, 1 + F:1 + 2 * F], cols[:, :, 1 + F:1 + 2 * F]),
+             "Laplacian": rel(chain[:, :, 1 + 2 * F], cols[:, :, 1 + 2 * F])}
+    du, second, lap = keep
+    res = case["residual"]
+    r = res["a"] * u[:, 0] - torch.sin(x[:, 0])
+    for i in range(F):
+        r = r + res["b"][i] * du[:, i] + res["c"][i] * second[i]
+    r = r + res["c"][F] * lap
+    loss = (r * r).mean()
+    flat_params = [t for w, b, _ in params for t in ((w, b) if b is not None else (w,))]
+    grads = torch.autograd.grad(loss, flat_params)
+    g = torch.cat([t.flatten() for t in grads])  # W as (in, out) row-major is chainlet's W[i*out+o]
+    worst["loss"] = rel(case["loss"], loss.detach())
+    worst["parameter gradient"] = rel(case["grad"], g)
+    bad = {k: v for k, v in worst.items() if not v <= TOLERANCE}
+    print(f"{case['name']}: " + ", ".join(f"{k} {v:.1e}" for k, v in worst.items()) + ("  FAIL" if bad else "  ok"))
+    return not bad
+
+
+def main():
+    exe, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    for f in glob.glob(os.path.join(work, "*.json")):
+        os.remove(f)
+    subprocess.run([exe, work], check=True)
+    files = sorted(glob.glob(os.path.join(work, "*.json")))
+    if not files:
+        sys.exit("no cases written")
+    ok = all([check(json.load(open(f))) for f in files])
+    print(f"torch {torch.__version__}: {len(files)} cases, tolerance {TOLERANCE:g}: {'passed' if ok else 'FAILED'}")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
