@@ -235,7 +235,7 @@ std::vector<FirstStep> first_steps(int t, bool quick) {
                ours);
     }
     {
-        const std::size_t batch = 2048, n_test = 10000;
+        const std::size_t batch = 2048, n_test = quick ? 2048 : 10000;
         const auto x = normal(batch * 784, 7), xt = normal(n_test * 784, 8);
         std::vector<std::int32_t> y(batch);
         for (std::size_t s = 0; s < batch; ++s) y[s] = static_cast<std::int32_t>(s % 10);
@@ -275,7 +275,7 @@ std::vector<FirstStep> first_steps(int t, bool quick) {
             torch::NoGradGuard no_grad;
             auto r = model->forward(txt);
         };
-        const std::string wi = "LeNet5 inference, 10k images";
+        const std::string wi = quick ? "LeNet5 inference, 2048 images" : "LeNet5 inference, 10k images";
         record(wi, "libtorch", time_once(theirs_infer), theirs_infer);
         record(wi, "chainlet", time_once([&] {
                    pws.emplace(n_test, t);
@@ -464,9 +464,9 @@ int main(int argc, char** argv) {
         }
     }
     // 4. LeNet5: one training epoch (batch 2048, Adam(3e-4), no shuffling on either side) and inference
-    //    on 10,000 images. Random images: the cost does not depend on the pixel values.
+    //    on 10,000 images (quick: 4096 and 2048). Random images: the cost does not depend on the pixel values.
     {
-        const std::size_t n = quick ? 8192 : 60000, batch = 2048, n_test = 10000;
+        const std::size_t n = quick ? 4096 : 60000, batch = 2048, n_test = quick ? 2048 : 10000;
         const auto x = normal(n * 784, 7), xt = normal(n_test * 784, 8);
         std::vector<std::int32_t> y(n);
         for (std::size_t s = 0; s < n; ++s) y[s] = static_cast<std::int32_t>(s % 10);
@@ -481,7 +481,7 @@ int main(int argc, char** argv) {
             Adam opt(3e-4f);
             Workspace<LeNet5, float> train_ws;
             std::vector<float> g(LeNet5::num_params);
-            const std::string images = quick ? "8192 images" : "60k images";
+            const std::string images = quick ? "4096 images" : "60k images";
             // The steps fit() runs, with the workspace and optimiser kept from epoch to epoch (as the
             // LibTorch model and optimiser are).
             rows.push_back(compare(
@@ -510,7 +510,7 @@ int main(int argc, char** argv) {
                 rounds, target));
             Workspace<LeNet5, float> ws;
             rows.push_back(compare(
-                "LeNet5 inference, 10k images", t, 2.0 * lenet_forward_macs * static_cast<double>(n_test),
+                quick ? "LeNet5 inference, 2048 images" : "LeNet5 inference, 10k images", t, 2.0 * lenet_forward_macs * static_cast<double>(n_test),
                 {[&] { ws.reserve(n_test, t); }, [&] { predict<LeNet5>(ws, p, xt, out, t); }},
                 {[] {},
                  [&] {

@@ -7,7 +7,8 @@
 # writes docs/benchmarks.md, docs/benchmarks.json, docs/benchmarks-details.json, docs/benchmarks.png and
 # docs/latency_grid.png.
 #   bench/compare.sh            full run (LeNet5 epochs of 60,000 images, full latency grid)
-#   bench/compare.sh --quick    short run (8,192-image epochs, 5-point grid, fewer rounds, no PyTorch 1.13)
+#   bench/compare.sh --quick    short run (4,096-image epochs, 5-point grid, fewer rounds, without the
+#                               historical LibTorch / PyTorch 1.13 columns; under 3 minutes once built)
 # Builds run under `nice -n 19`; the timed runs do not. CI (.ci/run) does not run this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,26 +44,36 @@ mkdir -p "$out"
 # torch.compile's on-disk cache: the full run starts from an empty one, so its first-step figures are a
 # cold start (the 2-thread process then finds what the 1-thread process compiled); --quick keeps it.
 export TORCHINDUCTOR_CACHE_DIR=$PWD/build/bench/inductor-cache
-if [[ -z $quick ]]; then rm -rf "$TORCHINDUCTOR_CACHE_DIR"; cache="empty at the start (cold for 1 thread)"; else cache="kept from earlier runs (warm)"; fi
+# The same for JAX's persistent compilation cache (bench/jax/compare.py turns it on when this is set).
+export CHAINLET_JAX_CACHE_DIR=$PWD/build/bench/jax-cache
+if [[ -z $quick ]]; then
+  rm -rf "$TORCHINDUCTOR_CACHE_DIR" "$CHAINLET_JAX_CACHE_DIR"; cache="empty at the start (cold for 1 thread)"
+else
+  cache="kept from earlier runs (warm)"
+fi
 
 loads=()
-run() {  # run NAME THREADS COMMAND...: pinned to the first THREADS CPUs, with the load noted
-  local name=$1 t=$2; shift 2
+durations=()
+run() {  # run NAME THREADS COMMAND...: pinned to the first THREADS CPUs, with the load and duration noted
+  local name=$1 t=$2 t0; shift 2
   loads+=("\"$name-$t\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"")
   echo "== $name, $t thread(s)"
+  t0=$(date +%s)
   OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t taskset -c "$(seq -s, 0 $((t - 1)))" "$@"
+  durations+=("\"$name-$t\": $(( $(date +%s) - t0 ))")
 }
 thread_counts=(1)
 if (( $(nproc) >= 2 )); then thread_counts+=(2); fi
 for t in "${thread_counts[@]}"; do
   if [[ -n $torch2 ]]; then run libtorch2 "$t" "$torch2" $quick --thread-count "$t" --json "$out/libtorch2-$t.json"; fi
-  run libtorch113 "$t" build/bench/chainlet_compare $quick --thread-count "$t" --json "$out/libtorch113-$t.json"
   run pytorch2 "$t" "$py" bench/pytorch/compare.py $quick --thread-count "$t" --json "$out/pytorch2-$t.json"
   run jax "$t" "$py" bench/jax/compare.py $quick --thread-count "$t" --json "$out/jax-$t.json"
   run onnxruntime "$t" "$py" bench/onnx/compare.py $quick --thread-count "$t" --json "$out/onnxruntime-$t.json" \
     --models build/bench/onnx-models
-  # Debian's python3-torch lives in the system interpreter, whatever python3 comes first on PATH.
+  # The historical columns (full run only): Debian's LibTorch and PyTorch 1.13. Debian's python3-torch
+  # lives in the system interpreter, whatever python3 comes first on PATH.
   if [[ -z $quick ]]; then
+    run libtorch113 "$t" build/bench/chainlet_compare --thread-count "$t" --json "$out/libtorch113-$t.json"
     run pytorch113 "$t" /usr/bin/python3 bench/pytorch/compare.py --no-grid --thread-count "$t" --json "$out/pytorch113-$t.json"
   fi
 done
@@ -71,6 +82,7 @@ wall=$(( $(date +%s) - start ))
   echo "{\"quick\": $([[ -n $quick ]] && echo true || echo false), \"wall_seconds\": $wall,"
   echo " \"inductor_cache\": \"$cache\","
   echo " \"load\": {$(IFS=,; echo "${loads[*]}")},"
+  echo " \"process_seconds\": {$(IFS=,; echo "${durations[*]}")},"
   printf ' "notes": ['; first=1
   for n in "${notes[@]}"; do ((first)) || printf ', '; first=0; printf '%s' "$($py -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$n")"; done
   echo ']}'

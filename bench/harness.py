@@ -16,15 +16,22 @@ WIDE = [2, 64, 64, 2]
 TINY_N = 10000
 WIDE_BATCHES = (1, 32, 256)
 LENET_BATCH = 2048
-LENET_TEST = 10000
 
 
 def lenet_images(quick):
-    return 8192 if quick else 60000
+    return 4096 if quick else 60000
+
+
+def lenet_test_images(quick):
+    return 2048 if quick else 10000
+
+
+def lenet_inference_name(quick):
+    return f"LeNet5 inference, {'2048 images' if quick else '10k images'}"
 
 
 def lenet_epoch_name(quick):
-    return f"LeNet5 train epoch, {'8192 images' if quick else '60k images'}, batch 2048"
+    return f"LeNet5 train epoch, {'4096 images' if quick else '60k images'}, batch 2048"
 
 
 def grid_batches(quick):

@@ -54,7 +54,7 @@ TARGETS_113 = [
     ("tiny MLP forward+pullback, 1 sample", 1, 100.0), ("LeNet5 train epoch", 2, 3.0), ("LeNet5 train epoch", 1, 4.0),
 ]
 FIRST_STEP = ["tiny MLP train step, 10k samples", "tiny MLP forward, 1 sample", "LeNet5 train step, batch 2048",
-              "LeNet5 inference, 10k images"]
+              "LeNet5 inference, 10k images", "LeNet5 inference, 2048 images"]  # the last: --quick
 
 
 def fmt_time(s):
@@ -203,14 +203,20 @@ def main():
         f"* {platform.platform()}; load averages (1/5/15 min) at the start of each process: "
         + "; ".join(f"{k}: {v}" for k, v in run.get("load", {}).items()),
     ]
+    if run.get("process_seconds"):
+        lines.append("* seconds per process: " + ", ".join(f"{k} {v}" for k, v in run["process_seconds"].items()))
     for note in run.get("notes", []):
         lines.append(f"* {note}")
+    if 1 in peaks and 2 in peaks and peaks[2] < 1.5 * peaks[1]:
+        lines.append(f"* **Warning: the 2-thread FMA peak ({peaks[2]:.0f} GFLOP/s) is under 1.5x the 1-thread peak "
+                     f"({peaks[1]:.0f}): the second core was busy with other work during this run, so its 2-thread "
+                     "rows measure contention (OpenMP barriers waiting for a descheduled thread), not the frameworks.**")
 
     def cell(s, k):
         return fmt_time(s.get(k)) if s.get(k) else "—"
     lines += ["", "## Times", "",
               "Medians per iteration. One column per framework; \"—\": the framework does not run this row "
-              "(ONNX Runtime: inference only; channels_last: LeNet5 only; PyTorch 1.13: full run only).", "",
+              "(ONNX Runtime: inference only; channels_last: LeNet5 only; LibTorch and PyTorch 1.13: full run only).", "",
               "| workload | thr | chainlet | " + " | ".join(n for _, n in FRAMEWORKS) + " |",
               "|---|---|---|" + "---|" * len(FRAMEWORKS)]
     for r, key in zip(rows, order):
@@ -266,6 +272,8 @@ def main():
     lines += ["| workload | thr | " + " | ".join(NAME[k] for k in fws) + " |", "|---|---|" + "---|" * len(fws)]
     idx = {(f["workload"], f["threads"], f["framework"]): f for f in first}
     for w in FIRST_STEP:
+        if not any(f["workload"] == w for f in first):
+            continue
         for t in threads:
             cells = []
             for k in fws:
@@ -287,7 +295,7 @@ def main():
           if f["framework"] == "pytorch_compile"]
     if cc:
         lines.append("torch.compile time (first call − steady call), all rows of the run: "
-                     + ", ".join(f"{w} {t} thr {c:.1f} s" for w, t, c in cc) + ".")
+                     + ", ".join(f"{w} ({t} thr) {max(c, 0):.1f} s" for w, t, c in cc) + ".")
 
     lines += ["", "## Inference latency grid", "",
               "Latency per sample against batch size (1, 2, 4, …, 2048; a `--quick` run measures 1, 8, 64, 512, "
@@ -311,15 +319,19 @@ def main():
         "## How it is measured, and what differs (fairness)",
         "",
         "* **One invocation, same machine, same data sizes.** `bench/compare.sh` runs, for 1 and then 2 threads, "
-        "`chainlet_compare_torch2` (chainlet and LibTorch 2.13), `chainlet_compare` (chainlet and LibTorch 1.13), "
-        "`bench/pytorch/compare.py` (PyTorch 2.13), `bench/jax/compare.py`, `bench/onnx/compare.py` and, in the "
-        "full run, `bench/pytorch/compare.py` under Debian's Python (PyTorch 1.13). Each is its own process.",
+        "`chainlet_compare_torch2` (chainlet and LibTorch 2.13), `bench/pytorch/compare.py` (PyTorch 2.13), "
+        "`bench/jax/compare.py`, `bench/onnx/compare.py` and, in the full run, the historical columns: "
+        "`chainlet_compare` (chainlet and Debian's LibTorch 1.13) and `bench/pytorch/compare.py` under Debian's "
+        "Python (PyTorch 1.13). Each is its own process.",
         "* **Thread pinning, identical for every framework.** Each process runs under `taskset -c 0` (1 thread) "
         "or `taskset -c 0,1` (2 threads) with `OMP_NUM_THREADS` and `MKL_NUM_THREADS` set to the count, plus the "
         "framework's own setting: chainlet's `threads` argument; `torch::set_num_threads` / `torch.set_num_threads`; "
         "JAX: `XLA_FLAGS=--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1` for 1 thread "
         "(`=true ... =2` for 2), set before jax is imported; ONNX Runtime: `intra_op_num_threads` = the count, "
         "`inter_op_num_threads` = 1, `ORT_SEQUENTIAL`. taskset bounds every runtime whatever its own pool size.",
+        "* **Compilation caches**: torch.compile's (inductor) and JAX's persistent caches live in build/bench/; "
+        "a full run empties both first (the 1-thread process compiles cold, the 2-thread one finds its work), "
+        "`--quick` keeps them (warm). Compilation never enters the step times (see the first-step table).",
         "* **Data in memory for everyone**, created before timing (JAX: on the device, LeNet5 batches split "
         "before timing; PyTorch channels_last: converted before timing). **Warm-up excluded**: each function "
         "runs once or more untimed (which also sizes its blocks of calls to ~0.2 s, 0.05 s in `--quick`); "
@@ -335,7 +347,7 @@ def main():
         "`reduce_window`'s). Adam lr 1e-3 (MLPs) and 3e-4 (LeNet5), default betas and eps everywhere (optax's "
         "`adam`, torch's `Adam` (foreach on the wheel; torch.compile compiles the model, the optimiser step "
         "stays eager), chainlet's `Adam`). LeNet5 trains without shuffling (contiguous batches of 2048); a "
-        "`--quick` run uses 8,192 random images per epoch instead of 60,000.",
+        "`--quick` run uses 4,096 random images per epoch instead of 60,000 and 2,048 test images instead of 10,000.",
         "* **Initialisation and data values differ, shapes do not**: PyTorch/LibTorch/ONNX use PyTorch's "
         "default init (ONNX models are exported from PyTorch), JAX the same uniform(±1/√fan_in) drawn by numpy, "
         "chainlet its own `init_params`; inputs are random normal, LeNet5 labels `i mod 10`. None of these "

@@ -37,10 +37,15 @@ def main():
     import optax
     from jax import lax
     import_seconds = time.perf_counter() - t_import
+    cache = os.environ.get("CHAINLET_JAX_CACHE_DIR")
+    if cache:  # the persistent compilation cache (bench/compare.sh: empty at a full run's start, kept by --quick)
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
     (rounds, target), (grid_rounds, grid_target) = harness.settings(quick)
     res = harness.Results(t, framework="jax", jax=jax.__version__, optax=optax.__version__,
-                          xla_flags=os.environ["XLA_FLAGS"], import_seconds=import_seconds,
+                          xla_flags=os.environ["XLA_FLAGS"], import_seconds=import_seconds, compile_cache=cache,
                           devices=[str(d) for d in jax.devices()])
     print(f"jax {jax.__version__}, {t} thread(s), XLA_FLAGS={os.environ['XLA_FLAGS']}, import {import_seconds:.2f} s")
     rng = np.random.default_rng(0)
@@ -156,14 +161,14 @@ def main():
                       [(normal(n, 2), normal(n, 2))])
 
     # 4. LeNet5: a training epoch (batch 2048, Adam(3e-4), no shuffling; batches split before timing)
-    #    and inference on 10,000 images
+    #    and inference on 10,000 images (quick: 2048)
     n = harness.lenet_images(quick)
     xl, yl = normal(n, 28, 28, 1), jnp.asarray(np.arange(n) % 10, jnp.int32)
     batches = [(xl[b0:b0 + harness.LENET_BATCH], yl[b0:b0 + harness.LENET_BATCH]) for b0 in range(0, n, harness.LENET_BATCH)]
     lp = lenet_params()
     measure_train(harness.lenet_epoch_name(quick), lp, xent, 3e-4, batches, first_name="LeNet5 train step, batch 2048")
-    res.row("LeNet5 inference, 10k images", measure_call("LeNet5 inference, 10k images", lenet,
-                                                          (lp, normal(harness.LENET_TEST, 28, 28, 1))))
+    infer = harness.lenet_inference_name(quick)
+    res.row(infer, measure_call(infer, lenet, (lp, normal(harness.lenet_test_images(quick), 28, 28, 1))))
 
     # 5. The inference latency grid (one compilation per batch size, outside the timing)
     for name, f, p, shape in (("tiny MLP", mlp, dense_params(harness.TINY), (4,)), ("LeNet5", lenet, lp, (28, 28, 1))):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The ONNX Runtime side of chainlet's benchmarks: the inference workloads of bench/compare.cpp (tiny MLP
-forward on one sample, LeNet5 on 10,000 images, and the latency grid) on models exported from PyTorch
+forward on one sample, LeNet5 on 10,000 images (quick: 2048), and the latency grid) on models exported from PyTorch
 (torch.onnx.export, a dynamic batch dimension). Sessions: CPU execution provider, intra_op_num_threads
 = the thread count, inter_op_num_threads = 1, ORT_SEQUENTIAL, all graph optimisations; data in memory,
 warm-up excluded, medians of rounds. The first call (session creation and first run) is recorded
@@ -82,8 +82,8 @@ def main():
         return rng.standard_normal(shape).astype(np.float32)
 
     res.row("tiny MLP forward, 1 sample", measure("tiny MLP forward, 1 sample", "tiny_mlp", normal(1, 4)))
-    res.row("LeNet5 inference, 10k images",
-            measure("LeNet5 inference, 10k images", "lenet5", normal(harness.LENET_TEST, 1, 28, 28)))
+    infer = harness.lenet_inference_name(quick)
+    res.row(infer, measure(infer, "lenet5", normal(harness.lenet_test_images(quick), 1, 28, 28)))
     for name, model, shape in (("tiny MLP", "tiny_mlp", (4,)), ("LeNet5", "lenet5", (1, 28, 28))):
         for b in harness.grid_batches(quick):
             res.grid_point(name, b, measure(name, model, normal(b, *shape), (grid_rounds, grid_target), False))

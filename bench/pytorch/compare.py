@@ -140,11 +140,11 @@ def main():
         xw, yw = torch.randn(n, 2), torch.randn(n, 2)
         measure(f"wide MLP train step, batch {n}", s.models(lambda: mlp(harness.WIDE)), adam_step(xw, yw, F.mse_loss, 1e-3))
 
-    # 4. LeNet5: a training epoch (batch 2048, Adam(3e-4), no shuffling) and inference on 10,000 images.
+    # 4. LeNet5: a training epoch (batch 2048, Adam(3e-4), no shuffling) and inference on 10,000 images (quick: 2048).
     #    The first call recorded is the first step (one batch), not a whole epoch.
     n = harness.lenet_images(quick)
     xl, yl = torch.randn(n, 1, 28, 28), torch.arange(n) % 10
-    xt = torch.randn(harness.LENET_TEST, 1, 28, 28)
+    xt = torch.randn(harness.lenet_test_images(quick), 1, 28, 28)
     models = s.models(lenet5, lenet=True)
     steps = {}
     for fw, (model, layout) in models.items():
@@ -165,7 +165,7 @@ def main():
         res.first_call("LeNet5 train step, batch 2048", fw, first, steady)
         steps[fw] = lambda one=one, batches=batches: [one(xb, yb) for xb, yb in batches]
     res.row(harness.lenet_epoch_name(quick), harness.alternate(steps, rounds, target))
-    measure("LeNet5 inference, 10k images", models, no_grad_forward(xt))
+    measure(harness.lenet_inference_name(quick), models, no_grad_forward(xt))
 
     # 5. The inference latency grid: torch.compile with its default dynamic-shape policy (batch 1 is
     #    specialised, the first other batch size recompiles with a dynamic batch dimension).
