@@ -1,9 +1,17 @@
 // chainlet against LibTorch, side by side in one process: the same model, batch, optimiser and
 // thread count; data in memory before timing; warm-up excluded; the two sides alternate round by
 // round and each reports the median time per iteration. Also measures this machine's fp32 FMA peak
-// in the same run, so chainlet's GFLOP/s can be stated as a fraction of it.
+// in the same run, so chainlet's GFLOP/s can be stated as a fraction of it. Besides the rows, an
+// inference latency grid (tiny MLP and LeNet5 at batch 1, 2, 4, ..., 2048) and the first-step cost
+// (the first call on a fresh workspace / optimiser, what a program pays once per start).
 //
-//   chainlet_compare [--quick] [--json FILE] [--threads T]
+// The same source builds against Debian's LibTorch 1.13 (chainlet_compare) and against the LibTorch
+// inside the PyTorch wheel (chainlet_compare_torch2, see bench/CMakeLists.txt): one LibTorch per
+// process, as two versions export the same symbols.
+//
+//   chainlet_compare [--quick] [--json FILE] [--threads T | --thread-count T]
+//     --threads T       rows with 1 and with T threads (default T: all)
+//     --thread-count T  rows with T threads only (bench/compare.sh pins each count with taskset)
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -11,6 +19,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +67,7 @@ struct Timer {
                 const double t = seconds_since(t0);
                 if (t > target / 4 || k > (1u << 28)) {
                     iters = std::max<std::size_t>(1, static_cast<std::size_t>(static_cast<double>(k) * target / t));
+                    if (iters <= k) return t / static_cast<double>(k);  // long enough: a slow call is not run again
                     break;
                 }
                 k *= 4;
@@ -81,12 +91,34 @@ struct Row {
     double chainlet_s, libtorch_s;
 };
 
+// One point of the inference latency grid: seconds per call at one batch size.
+struct GridPoint {
+    std::string model;
+    std::size_t batch;
+    int threads;
+    double chainlet_s, libtorch_s;
+};
+
+// Seconds of the first call on fresh state (workspace / optimiser / model), and the median of the
+// following calls, for one framework.
+struct FirstStep {
+    std::string workload, framework;
+    int threads;
+    double first_s, steady_s;
+};
+
+double time_once(const std::function<void()>& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return seconds_since(t0);
+}
+
 struct Side {
     std::function<void()> setup;  // untimed, before the warm-up
     std::function<void()> step;
 };
 
-Row compare(const std::string& name, int threads, double flops, Side ours, Side theirs, int rounds, double target) {
+std::pair<double, double> alternate(int threads, Side& ours, Side& theirs, int rounds, double target) {
     torch::set_num_threads(threads);
     ours.setup();
     theirs.setup();
@@ -98,7 +130,12 @@ Row compare(const std::string& name, int threads, double flops, Side ours, Side 
         a.push_back(ta.run(ours.step, target));
         b.push_back(tb.run(theirs.step, target));
     }
-    Row row{name, threads, flops, median(a), median(b)};
+    return {median(a), median(b)};
+}
+
+Row compare(const std::string& name, int threads, double flops, Side ours, Side theirs, int rounds, double target) {
+    const auto [a, b] = alternate(threads, ours, theirs, rounds, target);
+    Row row{name, threads, flops, a, b};
     std::printf("%-46s %3d  %12.3f us %12.3f us  %8.1fx", name.c_str(), threads, 1e6 * row.chainlet_s,
                 1e6 * row.libtorch_s, row.libtorch_s / row.chainlet_s);
     if (flops > 0) std::printf("  %7.1f GFLOP/s", flops / row.chainlet_s / 1e9);
@@ -113,21 +150,207 @@ torch::nn::Sequential torch_tiny() {
                                  torch::nn::Tanh(), torch::nn::Linear(16, 4));
 }
 
+torch::nn::Sequential torch_lenet5() {
+    namespace nn = torch::nn;
+    return nn::Sequential(nn::Conv2d(1, 6, 5), nn::ReLU(), nn::MaxPool2d(2), nn::Conv2d(6, 16, 5), nn::ReLU(),
+                          nn::MaxPool2d(2), nn::Flatten(), nn::Linear(256, 120), nn::ReLU(), nn::Linear(120, 84),
+                          nn::ReLU(), nn::Linear(84, 10));
+}
+
+// Median seconds of `rounds` calls of f after the first (which is excluded).
+double steady_seconds(const std::function<void()>& f, int rounds) {
+    std::vector<double> t{time_once(f)};
+    if (t[0] < 0.05)  // one call when it is slow
+        for (int r = 1; r < rounds; ++r) t.push_back(time_once(f));
+    return median(t);
+}
+
+// The first-step cost of both sides: a fresh workspace and optimiser (chainlet) or a fresh optimiser
+// and the first autograd pass (LibTorch), timed from before their creation to the end of the first
+// call; then the median of the next calls for scale. Run first in the process, before any other row,
+// so that LibTorch's one-time initialisation (thread pool, oneDNN/MKL primitives) lands in it, as it
+// does at a program's start. Models and parameters are built untimed, on both sides.
+std::vector<FirstStep> first_steps(int t, bool quick) {
+    std::vector<FirstStep> out;
+    const int rounds = quick ? 3 : 5;
+    torch::set_num_threads(t);
+    auto record = [&](const std::string& w, const std::string& fw, double first, const std::function<void()>& f) {
+        out.push_back({w, fw, t, first, steady_seconds(f, rounds)});
+        std::printf("first step: %-40s %-9s %3d  %10.3f ms (then %10.3f ms)\n", w.c_str(), fw.c_str(), t,
+                    1e3 * out.back().first_s, 1e3 * out.back().steady_s);
+        std::fflush(stdout);
+    };
+    {
+        const std::size_t n = 10000;
+        const auto x = normal(4 * n, 1), y = normal(4 * n, 2);
+        std::vector<float> p(TinyMLP::num_params), g(TinyMLP::num_params);
+        init_params<TinyMLP>(p, 1);
+        const torch::Tensor tx = torch::from_blob(const_cast<float*>(x.data()), {static_cast<long>(n), 4}).clone();
+        const torch::Tensor ty = torch::from_blob(const_cast<float*>(y.data()), {static_cast<long>(n), 4}).clone();
+        auto model = torch_tiny();
+        std::optional<Workspace<TinyMLP, float>> ws;
+        std::optional<Adam<float>> opt;
+        std::optional<torch::optim::Adam> topt;
+        auto ours = [&] {
+            value_and_gradient<TinyMLP>(*ws, p, g, x, y, SquaredError{}, t);
+            opt->step(p, g);
+        };
+        auto theirs = [&] {
+            topt->zero_grad();
+            torch::mse_loss(model->forward(tx), ty).backward();
+            topt->step();
+        };
+        const std::string w = "tiny MLP train step, 10k samples";
+        record(w, "libtorch", time_once([&] {
+                   topt.emplace(model->parameters(), torch::optim::AdamOptions(1e-3));
+                   theirs();
+               }),
+               theirs);
+        record(w, "chainlet", time_once([&] {
+                   ws.emplace(n, t);
+                   opt.emplace(1e-3f);
+                   opt->init(p.size());
+                   ours();
+               }),
+               ours);
+    }
+    {
+        std::vector<float> p(TinyMLP::num_params), out(4);
+        init_params<TinyMLP>(p, 1);
+        const auto x = normal(4, 3);
+        auto model = torch_tiny();
+        const torch::Tensor tx = torch::randn({1, 4});
+        std::optional<Workspace<TinyMLP, float>> ws;
+        auto ours = [&] { predict<TinyMLP>(*ws, p, x, out, t); };
+        auto theirs = [&] {
+            torch::NoGradGuard no_grad;
+            auto r = model->forward(tx);
+        };
+        const std::string w = "tiny MLP forward, 1 sample";
+        record(w, "libtorch", time_once(theirs), theirs);
+        record(w, "chainlet", time_once([&] {
+                   ws.emplace(1, 1);
+                   ours();
+               }),
+               ours);
+    }
+    {
+        const std::size_t batch = 2048, n_test = quick ? 2048 : 10000;
+        const auto x = normal(batch * 784, 7), xt = normal(n_test * 784, 8);
+        std::vector<std::int32_t> y(batch);
+        for (std::size_t s = 0; s < batch; ++s) y[s] = static_cast<std::int32_t>(s % 10);
+        const torch::Tensor tx = torch::from_blob(const_cast<float*>(x.data()), {static_cast<long>(batch), 1, 28, 28}).clone();
+        const torch::Tensor txt = torch::from_blob(const_cast<float*>(xt.data()), {static_cast<long>(n_test), 1, 28, 28}).clone();
+        const torch::Tensor ty = torch::from_blob(y.data(), {static_cast<long>(batch)}, torch::kInt32).to(torch::kLong);
+        std::vector<float> p(LeNet5::num_params), g(LeNet5::num_params), out(n_test * 10);
+        init_params<LeNet5>(p, 1);
+        auto model = torch_lenet5();
+        std::optional<Workspace<LeNet5, float>> ws, pws;
+        std::optional<Adam<float>> opt;
+        std::optional<torch::optim::Adam> topt;
+        auto ours = [&] {
+            value_and_gradient<LeNet5>(*ws, p, g, x, y, SoftmaxCrossEntropy{}, t);
+            opt->step(p, g);
+        };
+        auto theirs = [&] {
+            topt->zero_grad();
+            torch::nn::functional::cross_entropy(model->forward(tx), ty).backward();
+            topt->step();
+        };
+        const std::string w = "LeNet5 train step, batch 2048";
+        record(w, "libtorch", time_once([&] {
+                   topt.emplace(model->parameters(), torch::optim::AdamOptions(3e-4));
+                   theirs();
+               }),
+               theirs);
+        record(w, "chainlet", time_once([&] {
+                   ws.emplace(batch, t);
+                   opt.emplace(3e-4f);
+                   opt->init(p.size());
+                   ours();
+               }),
+               ours);
+        auto ours_infer = [&] { predict<LeNet5>(*pws, p, xt, out, t); };
+        auto theirs_infer = [&] {
+            torch::NoGradGuard no_grad;
+            auto r = model->forward(txt);
+        };
+        const std::string wi = quick ? "LeNet5 inference, 2048 images" : "LeNet5 inference, 10k images";
+        record(wi, "libtorch", time_once(theirs_infer), theirs_infer);
+        record(wi, "chainlet", time_once([&] {
+                   pws.emplace(n_test, t);
+                   ours_infer();
+               }),
+               ours_infer);
+    }
+    return out;
+}
+
+// Inference latency at batch 1, 2, 4, ..., 2048 (quick: 1, 8, 64, 512, 2048), both sides alternating.
+std::vector<GridPoint> latency_grid(int t, bool quick) {
+    std::vector<std::size_t> batches;
+    for (std::size_t b = 1; b <= 2048; b *= (quick ? 8 : 2)) batches.push_back(b);
+    if (batches.back() != 2048) batches.push_back(2048);
+    const int rounds = quick ? 3 : 5;
+    const double target = quick ? 0.01 : 0.05;
+    std::vector<GridPoint> out;
+    auto point = [&](const std::string& model, std::size_t b, Side ours, Side theirs) {
+        const auto [a, c] = alternate(t, ours, theirs, rounds, target);
+        out.push_back({model, b, t, a, c});
+        std::printf("grid: %-8s batch %5zu %3d  %12.3f us %12.3f us  %8.1fx\n", model.c_str(), b, t, 1e6 * a, 1e6 * c,
+                    c / a);
+        std::fflush(stdout);
+    };
+    std::vector<float> pt(TinyMLP::num_params), pl(LeNet5::num_params);
+    init_params<TinyMLP>(pt, 1);
+    init_params<LeNet5>(pl, 1);
+    auto tiny = torch_tiny();
+    auto lenet = torch_lenet5();
+    for (std::size_t b : batches) {
+        const auto x = normal(4 * b, 9);
+        std::vector<float> out_b(4 * b);
+        const torch::Tensor tx = torch::from_blob(const_cast<float*>(x.data()), {static_cast<long>(b), 4}).clone();
+        Workspace<TinyMLP, float> ws;
+        point("tiny MLP", b, {[&] { ws.reserve(b, t); }, [&] { predict<TinyMLP>(ws, pt, x, out_b, t); }},
+              {[] {}, [&] {
+                   torch::NoGradGuard no_grad;
+                   auto r = tiny->forward(tx);
+               }});
+    }
+    for (std::size_t b : batches) {
+        const auto x = normal(784 * b, 10);
+        std::vector<float> out_b(10 * b);
+        const torch::Tensor tx = torch::from_blob(const_cast<float*>(x.data()), {static_cast<long>(b), 1, 28, 28}).clone();
+        Workspace<LeNet5, float> ws;
+        point("LeNet5", b, {[&] { ws.reserve(b, t); }, [&] { predict<LeNet5>(ws, pl, x, out_b, t); }},
+              {[] {}, [&] {
+                   torch::NoGradGuard no_grad;
+                   auto r = lenet->forward(tx);
+               }});
+    }
+    return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     bool quick = false;
     std::string json;
-    int max_threads = default_threads();
+    int max_threads = default_threads(), only_threads = 0;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--quick") quick = true;
         else if (a == "--json" && i + 1 < argc) json = argv[++i];
         else if (a == "--threads" && i + 1 < argc) max_threads = std::stoi(argv[++i]);
+        else if (a == "--thread-count" && i + 1 < argc) only_threads = std::stoi(argv[++i]);
         else {
-            std::fprintf(stderr, "usage: chainlet_compare [--quick] [--json FILE] [--threads T]\n");
+            std::fprintf(stderr, "usage: chainlet_compare [--quick] [--json FILE] [--threads T | --thread-count T]\n");
             return 2;
         }
+    }
+    if (max_threads < 1 || only_threads < 0) {
+        std::fprintf(stderr, "chainlet_compare: thread counts must be at least 1\n");
+        return 2;
     }
     const int rounds = quick ? 3 : 7;
     const double target = quick ? 0.05 : 0.2;
@@ -136,6 +359,10 @@ int main(int argc, char** argv) {
 
     std::vector<int> thread_counts = {1};
     if (max_threads > 1) thread_counts.push_back(max_threads);
+    if (only_threads > 0) thread_counts = {only_threads}, max_threads = only_threads;
+    std::vector<FirstStep> firsts;
+    for (int t : thread_counts)
+        for (auto& f : first_steps(t, quick)) firsts.push_back(f);
     std::vector<std::pair<int, double>> peaks;
     for (int t : thread_counts) {
         const double peak = bench::fma_peak_gflops(t);
@@ -237,9 +464,9 @@ int main(int argc, char** argv) {
         }
     }
     // 4. LeNet5: one training epoch (batch 2048, Adam(3e-4), no shuffling on either side) and inference
-    //    on 10,000 images. Random images: the cost does not depend on the pixel values.
+    //    on 10,000 images (quick: 4096 and 2048). Random images: the cost does not depend on the pixel values.
     {
-        const std::size_t n = quick ? 8192 : 60000, batch = 2048, n_test = 10000;
+        const std::size_t n = quick ? 4096 : 60000, batch = 2048, n_test = quick ? 2048 : 10000;
         const auto x = normal(n * 784, 7), xt = normal(n_test * 784, 8);
         std::vector<std::int32_t> y(n);
         for (std::size_t s = 0; s < n; ++s) y[s] = static_cast<std::int32_t>(s % 10);
@@ -249,15 +476,12 @@ int main(int argc, char** argv) {
         std::vector<float> p(LeNet5::num_params), out(n_test * 10);
         init_params<LeNet5>(p, 1);
         for (int t : thread_counts) {
-            namespace nn = torch::nn;
-            auto model = nn::Sequential(nn::Conv2d(1, 6, 5), nn::ReLU(), nn::MaxPool2d(2), nn::Conv2d(6, 16, 5), nn::ReLU(),
-                                        nn::MaxPool2d(2), nn::Flatten(), nn::Linear(256, 120), nn::ReLU(),
-                                        nn::Linear(120, 84), nn::ReLU(), nn::Linear(84, 10));
+            auto model = torch_lenet5();
             torch::optim::Adam topt(model->parameters(), torch::optim::AdamOptions(3e-4));
             Adam opt(3e-4f);
             Workspace<LeNet5, float> train_ws;
             std::vector<float> g(LeNet5::num_params);
-            const std::string images = quick ? "8192 images" : "60k images";
+            const std::string images = quick ? "4096 images" : "60k images";
             // The steps fit() runs, with the workspace and optimiser kept from epoch to epoch (as the
             // LibTorch model and optimiser are).
             rows.push_back(compare(
@@ -286,7 +510,7 @@ int main(int argc, char** argv) {
                 rounds, target));
             Workspace<LeNet5, float> ws;
             rows.push_back(compare(
-                "LeNet5 inference, 10k images", t, 2.0 * lenet_forward_macs * static_cast<double>(n_test),
+                quick ? "LeNet5 inference, 2048 images" : "LeNet5 inference, 10k images", t, 2.0 * lenet_forward_macs * static_cast<double>(n_test),
                 {[&] { ws.reserve(n_test, t); }, [&] { predict<LeNet5>(ws, p, xt, out, t); }},
                 {[] {},
                  [&] {
@@ -296,6 +520,10 @@ int main(int argc, char** argv) {
                 rounds, target));
         }
     }
+
+    std::vector<GridPoint> grid;
+    for (int t : thread_counts)
+        for (auto& g : latency_grid(t, quick)) grid.push_back(g);
 
     if (!json.empty()) {
         std::ofstream out(json);
@@ -311,6 +539,20 @@ int main(int argc, char** argv) {
             out << "  {\"workload\": \"" << r.workload << "\", \"threads\": " << r.threads
                 << ", \"chainlet_seconds\": " << r.chainlet_s << ", \"libtorch_seconds\": " << r.libtorch_s
                 << ", \"flops\": " << r.flops << "}" << (i + 1 < rows.size() ? ",\n" : "\n");
+        }
+        out << " ],\n \"grid\": [\n";
+        for (std::size_t i = 0; i < grid.size(); ++i) {
+            const GridPoint& r = grid[i];
+            out << "  {\"model\": \"" << r.model << "\", \"batch\": " << r.batch << ", \"threads\": " << r.threads
+                << ", \"chainlet_seconds\": " << r.chainlet_s << ", \"libtorch_seconds\": " << r.libtorch_s << "}"
+                << (i + 1 < grid.size() ? ",\n" : "\n");
+        }
+        out << " ],\n \"first_step\": [\n";
+        for (std::size_t i = 0; i < firsts.size(); ++i) {
+            const FirstStep& r = firsts[i];
+            out << "  {\"workload\": \"" << r.workload << "\", \"framework\": \"" << r.framework
+                << "\", \"threads\": " << r.threads << ", \"first_seconds\": " << r.first_s
+                << ", \"steady_seconds\": " << r.steady_s << "}" << (i + 1 < firsts.size() ? ",\n" : "\n");
         }
         out << " ]\n}\n";
     }

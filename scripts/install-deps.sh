@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything chainlet builds, tests, trains and benchmarks with, from Debian/Ubuntu packages.
 #   scripts/install-deps.sh            build + tests + examples (+ the Fashion-MNIST data set)
-#   scripts/install-deps.sh --compare  also LibTorch, PyTorch and OpenBLAS for the side-by-side benchmarks
+#   scripts/install-deps.sh --compare  also LibTorch, PyTorch and OpenBLAS for the side-by-side benchmarks, and
+#                                      build/compare-venv: the pinned wheels of today's frameworks (below)
 #   scripts/install-deps.sh --sanitize / --fuzz  also clang, its sanitizer and libFuzzer runtimes, libomp
 set -euo pipefail
 
@@ -39,4 +40,24 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
   echo "all dependencies are installed"
+fi
+
+# --compare: today's frameworks in a virtual environment under build/ (bench/compare.sh uses it), from
+# PyPI with every version pinned. torch is pinned to the CPU build: unpinned, pip would fetch the
+# multi-GB CUDA build. Reused when it already holds these versions.
+if [[ "${1:-}" == "--compare" ]]; then
+  cd "$(dirname "$0")/.."
+  venv=build/compare-venv
+  wheels=(torch==2.13.0 jax==0.10.2 jaxlib==0.10.2 optax==0.2.8 onnxruntime==1.30.0 onnx==1.23.2 numpy==2.4.6
+          matplotlib==3.11.2)
+  python=${PYTHON:-python3}  # a CPython 3.11 with pip and venv (the wheels above exist for it)
+  if [[ -x $venv/bin/python ]] && $venv/bin/python -m pip freeze 2>/dev/null | grep -q '^torch==2.13.0' &&
+     $venv/bin/python -c 'import jax, optax, onnxruntime, onnx, matplotlib' 2>/dev/null; then
+    echo "build/compare-venv is ready"
+  else
+    echo "creating build/compare-venv: ${wheels[*]}"
+    mkdir -p build
+    "$python" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q "${wheels[@]}"
+  fi
 fi
