@@ -140,7 +140,7 @@ private:
                      kernels::gemm_nn<Identity, Init::zero>(Out, m, In, w, 1, Out, s.a[I], m, z, m);
                      kernels::gemm_nn<Identity, Init::zero>(Out, m, In, vw, 1, Out, s.a[I], m, rz, m);
                  }
-                 if constexpr (I > 0) kernels::gemm_nn<Identity, Init::accumulate>(Out, m, In, w, 1, Out, s.ra[I], m, rz, m);
+                 if constexpr (I > 0) kernels::gemm_nn<kernels::NoEpilogue, Init::accumulate>(Out, m, In, w, 1, Out, s.ra[I], m, rz, m);
                  T *a = s.a[I + 1], *ra = s.ra[I + 1];
                  detail::for_lanes<T>(Out * m, [&]<class V>(std::size_t k) {
                      const Jet<V> j = Act::jet(simd::loadv<V>(z + k));
@@ -184,7 +184,7 @@ private:
                      T *prev = s.bar[(I - 1) % 2], *rprev = s.rbar[(I - 1) % 2];
                      kernels::gemm_nn<Identity, Init::zero>(In, m, Out, w, Out, 1, zbar, m, prev, m);
                      kernels::gemm_nn<Identity, Init::zero>(In, m, Out, vw, Out, 1, zbar, m, rprev, m);
-                     kernels::gemm_nn<Identity, Init::accumulate>(In, m, Out, w, Out, 1, rzbar, m, rprev, m);
+                     kernels::gemm_nn<kernels::NoEpilogue, Init::accumulate>(In, m, Out, w, Out, 1, rzbar, m, rprev, m);
                  }
              }()),
              ...);

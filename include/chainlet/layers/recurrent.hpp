@@ -89,7 +89,7 @@ inline void project_add(std::size_t M, std::size_t n, std::size_t K, const T* w,
     if (n == 1)
         gemv_t<Identity>(M, K, in, w, ldw, out, out);  // in place: each output is read as bias before it is written
     else
-        gemm_nn<Identity, Init::accumulate>(M, n, K, w, 1, static_cast<std::ptrdiff_t>(ldw), in, n, out, n);
+        gemm_nn<kernels::NoEpilogue, Init::accumulate>(M, n, K, w, 1, static_cast<std::ptrdiff_t>(ldw), in, n, out, n);
 }
 
 // The pullback of out = W in through one step: dW += in dOut^T (gw[k * ldw + g]), and
