@@ -68,6 +68,43 @@ std::vector<std::uint64_t> sample_shape(std::size_t n, std::size_t features) {
     return s;
 }
 
+// One case's file: the parameters and gradient g under PyTorch's names, the input, target, loss, input
+// gradient dx, and the flat gradients from the pullback (g2) and from value_and_gradient (g); extra holds
+// further tensors of a case (name, shape, values).
+struct ExtraTensor {
+    std::string name;
+    std::vector<std::uint64_t> shape;
+    std::vector<double> values;
+};
+template <class Net>
+void save_case(const std::string& dir, const std::string& name, const std::vector<double>& p, const std::vector<double>& x,
+               const std::vector<double>& t, double loss, const std::vector<double>& g, const std::vector<double>& g2,
+               const std::vector<double>& dx, std::vector<ExtraTensor> extra = {}) {
+    const auto layout = architecture<Net>::torch_tensors();
+    std::vector<std::vector<double>> values;
+    std::vector<SafeTensor> tensors;
+    auto add = [&](const std::string& tname, std::vector<std::uint64_t> shape, std::vector<double> v) {
+        values.push_back(std::move(v));
+        tensors.push_back({tname, "F64", std::move(shape), std::as_bytes(std::span<const double>(values.back()))});
+    };
+    values.reserve(2 * layout.size() + 8 + extra.size());  // the spans point into values
+    for (const auto& lt : layout) {
+        std::vector<double> pv(lt.source.size()), gv(lt.source.size());
+        for (std::size_t k = 0; k < pv.size(); ++k) pv[k] = p[lt.source[k]], gv[k] = g[lt.source[k]];
+        add(lt.name, lt.shape, pv);
+        add("grad." + lt.name, lt.shape, gv);
+    }
+    for (auto& e : extra) add(e.name, std::move(e.shape), std::move(e.values));
+    add("input", sample_shape<Net>(samples, Net::in_size), x);
+    add("target", {samples, Net::out_size}, t);
+    add("loss", {1}, {loss});
+    add("dx", sample_shape<Net>(samples, Net::in_size), dx);
+    add("grad_from_pullback", {Net::num_params}, g2);
+    add("grad_flat", {Net::num_params}, g);
+    write_safetensors(dir + "/" + name + ".safetensors", tensors, {{"chainlet.architecture", architecture<Net>::text()}});
+    std::printf("wrote %s: %s\n", name.c_str(), architecture<Net>::text().c_str());
+}
+
 template <class Net>
 void write_case(const std::string& dir, const std::string& name, std::uint64_t seed) {
     Rng rng(seed);
@@ -84,28 +121,7 @@ void write_case(const std::string& dir, const std::string& name, std::uint64_t s
     for (std::size_t i = 0; i < y.size(); ++i) dy[i] = 2 * (y[i] - t[i]) / samples;
     pullback(ws, p, dy, dx, g2);
 
-    const auto layout = architecture<Net>::torch_tensors();
-    std::vector<std::vector<double>> values;
-    std::vector<SafeTensor> tensors;
-    auto add = [&](const std::string& tname, std::vector<std::uint64_t> shape, std::vector<double> v) {
-        values.push_back(std::move(v));
-        tensors.push_back({tname, "F64", std::move(shape), std::as_bytes(std::span<const double>(values.back()))});
-    };
-    values.reserve(2 * layout.size() + 8);  // the spans point into values
-    for (const auto& lt : layout) {
-        std::vector<double> pv(lt.source.size()), gv(lt.source.size());
-        for (std::size_t k = 0; k < pv.size(); ++k) pv[k] = p[lt.source[k]], gv[k] = g[lt.source[k]];
-        add(lt.name, lt.shape, pv);
-        add("grad." + lt.name, lt.shape, gv);
-    }
-    add("input", sample_shape<Net>(samples, Net::in_size), x);
-    add("target", {samples, Net::out_size}, t);
-    add("loss", {1}, {loss});
-    add("dx", sample_shape<Net>(samples, Net::in_size), dx);
-    add("grad_from_pullback", {Net::num_params}, g2);
-    add("grad_flat", {Net::num_params}, g);
-    write_safetensors(dir + "/" + name + ".safetensors", tensors, {{"chainlet.architecture", architecture<Net>::text()}});
-    std::printf("wrote %s: %s\n", name.c_str(), architecture<Net>::text().c_str());
+    save_case<Net>(dir, name, p, x, t, loss, g, g2, dx);
 }
 
 // ---- issue 13: standalone activations, Softmax, LayerNorm, RMSNorm, Dropout (layers13a) ----
@@ -140,34 +156,14 @@ void write_training_case(const std::string& dir, const std::string& name, std::u
     std::vector<double> dx(x.size());
     kernels::scatter_transpose(dxt.data(), Net::in_size, n, dx.data());
 
-    const auto layout = architecture<Net>::torch_tensors();
-    std::vector<std::vector<double>> values;
-    std::vector<SafeTensor> tensors;
-    auto add = [&](const std::string& tname, std::vector<std::uint64_t> shape, std::vector<double> v) {
-        values.push_back(std::move(v));
-        tensors.push_back({tname, "F64", std::move(shape), std::as_bytes(std::span<const double>(values.back()))});
-    };
-    values.reserve(2 * layout.size() + 8 + masks.size());
-    for (const auto& lt : layout) {
-        std::vector<double> pv(lt.source.size()), gv(lt.source.size());
-        for (std::size_t k = 0; k < pv.size(); ++k) pv[k] = p[lt.source[k]], gv[k] = g[lt.source[k]];
-        add(lt.name, lt.shape, pv);
-        add("grad." + lt.name, lt.shape, gv);
-    }
+    std::vector<ExtraTensor> extra;
     for (const auto& [layer, module] : masks) {
         const std::size_t width = Net::width[layer];
         std::vector<double> m(n * width);
         kernels::scatter_transpose(saved.data() + Net::saved_offset[layer] * n, width, n, m.data());
-        add("dropout_mask." + module, {n, width}, m);
+        extra.push_back({"dropout_mask." + module, {n, width}, std::move(m)});
     }
-    add("input", sample_shape<Net>(samples, Net::in_size), x);
-    add("target", {samples, Net::out_size}, t);
-    add("loss", {1}, {loss});
-    add("dx", sample_shape<Net>(samples, Net::in_size), dx);
-    add("grad_from_pullback", {Net::num_params}, g2);
-    add("grad_flat", {Net::num_params}, g);
-    write_safetensors(dir + "/" + name + ".safetensors", tensors, {{"chainlet.architecture", architecture<Net>::text()}});
-    std::printf("wrote %s: %s\n", name.c_str(), architecture<Net>::text().c_str());
+    save_case<Net>(dir, name, p, x, t, loss, g, g2, dx, std::move(extra));
 }
 // ---- end of issue 13 (layers13a) ----
 
