@@ -142,7 +142,7 @@ private:
                  }
                  if constexpr (I > 0) kernels::gemm_nn<kernels::NoEpilogue, Init::accumulate>(Out, m, In, w, 1, Out, s.ra[I], m, rz, m);
                  T *a = s.a[I + 1], *ra = s.ra[I + 1];
-                 detail::for_lanes<T>(Out * m, [&]<class V>(std::size_t k) {
+                 kernels::vectors_then_scalars<T>(Out * m, [&]<class V>(std::size_t k) {
                      const Jet<V> j = Act::jet(simd::loadv<V>(z + k));
                      simd::storev(a + k, j.value);
                      simd::storev(ra + k, j.d1 * simd::loadv<V>(rz + k));
@@ -167,7 +167,7 @@ private:
                  T* hw = hv + Net::param_offset[I];
                  T *zbar = s.bar[I % 2], *rzbar = s.rbar[I % 2];
                  const T *z = s.z[I + 1], *rz = s.rz[I + 1];
-                 detail::for_lanes<T>(Out * m, [&]<class V>(std::size_t k) {
+                 kernels::vectors_then_scalars<T>(Out * m, [&]<class V>(std::size_t k) {
                      const Jet<V> j = Act::jet(simd::loadv<V>(z + k));
                      const V ab = simd::loadv<V>(zbar + k), rab = simd::loadv<V>(rzbar + k);
                      simd::storev(zbar + k, ab * j.d1);

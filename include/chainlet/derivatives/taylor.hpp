@@ -32,6 +32,7 @@
 #include "chainlet/activations.hpp"
 #include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/kernels/gemm.hpp"
+#include "chainlet/kernels/vector_loop.hpp"
 #include "chainlet/kernels/simd.hpp"
 #include "chainlet/memory.hpp"
 #include "chainlet/parallel.hpp"
@@ -146,17 +147,6 @@ LinearResidual<T, Source> linear_residual(std::vector<T> first, std::vector<T> s
 
 namespace detail {
 
-// Calls body.template operator()<V>(s) for s in [0, n): full vectors, then scalars.
-template <class T, class F>
-inline void for_lanes(std::size_t n, F&& body) {
-    using V = simd::vec<T>;
-    constexpr std::size_t W = simd::width<T>;
-    std::size_t s = 0;
-    if constexpr (W > 1)
-        for (; s + W <= n; s += W) body.template operator()<V>(s);
-    for (; s < n; ++s) body.template operator()<T>(s);
-}
-
 // The Dense rules of the header comment on one layer. z, y, zbar: Out x C x n.
 template <class Act, class T>
 struct DenseJetRule {
@@ -167,7 +157,7 @@ struct DenseJetRule {
         for (std::size_t o = 0; o < out; ++o) {
             const T* zo = z + o * stride;
             T* yo = y + o * stride;
-            for_lanes<T>(n, [&]<class V>(std::size_t s) {
+            kernels::vectors_then_scalars<T>(n, [&]<class V>(std::size_t s) {
                 const Jet<V> j = Act::jet(simd::loadv<V>(zo + s));
                 simd::storev(yo + s, j.value);
                 for (std::size_t i = 0; i < D; ++i) simd::storev(yo + (1 + i) * n + s, j.d1 * simd::loadv<V>(zo + (1 + i) * n + s));
@@ -192,7 +182,7 @@ struct DenseJetRule {
         for (std::size_t o = 0; o < out; ++o) {
             const T* zo = z + o * stride;
             T* bo = ybar + o * stride;
-            for_lanes<T>(n, [&]<class V>(std::size_t s) {
+            kernels::vectors_then_scalars<T>(n, [&]<class V>(std::size_t s) {
                 const Jet<V> j = Act::jet(simd::loadv<V>(zo + s));
                 V z0bar = simd::loadv<V>(bo + s) * j.d1;
                 for (std::size_t i = 0; i < D; ++i)

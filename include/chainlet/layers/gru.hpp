@@ -85,7 +85,7 @@ struct GRU {
                 T* r = gates;
                 T* z = r + H * n;
                 T* nt = z + H * n;
-                detail::for_lanes<T>(H * n, [&]<class V>(std::size_t i) {
+                kernels::vectors_then_scalars<T>(H * n, [&]<class V>(std::size_t i) {
                     const V rv = gate_sigmoid(loadv<V>(r + i));
                     const V zv = gate_sigmoid(loadv<V>(z + i));
                     const V nv = gate_tanh(simd::fma(rv, loadv<V>(a + i), loadv<V>(nt + i)));
@@ -103,7 +103,7 @@ struct GRU {
         template <class T>
         static void pullback(const T* p, T* g, const T* x, const T*, T* saved, T* scratch, T* dy, T* dx,
                              std::size_t n) {
-            using detail::for_lanes, simd::loadv, simd::storev;
+            using kernels::vectors_then_scalars, simd::loadv, simd::storev;
             const T* w_ih = p + params::w_ih;
             const T* w_hh = p + params::w_hh;
             T* dgi = scratch;
@@ -127,7 +127,7 @@ struct GRU {
                 T* dr_h = dgh;
                 T* dz_h = dr_h + H * n;
                 T* da = dz_h + H * n;
-                for_lanes<T>(H * n, [&]<class V>(std::size_t i) {
+                vectors_then_scalars<T>(H * n, [&]<class V>(std::size_t i) {
                     const V dhv = loadv<V>(dh + i), rv = loadv<V>(r + i), zv = loadv<V>(z + i), nv = loadv<V>(nt + i);
                     const V hpv = h_prev ? loadv<V>(h_prev + i) : V(T(0));
                     const V dn_pre = dhv * (V(1) - zv) * simd::fma(-nv, nv, V(1));

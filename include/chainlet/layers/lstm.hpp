@@ -80,7 +80,7 @@ struct LSTM {
                 T* fg = ig + H * n;
                 T* gg = fg + H * n;
                 T* og = gg + H * n;
-                detail::for_lanes<T>(H * n, [&]<class V>(std::size_t k) {
+                kernels::vectors_then_scalars<T>(H * n, [&]<class V>(std::size_t k) {
                     const V iv = gate_sigmoid(loadv<V>(ig + k));
                     const V fv = gate_sigmoid(loadv<V>(fg + k));
                     const V gv = gate_tanh(loadv<V>(gg + k));
@@ -127,7 +127,7 @@ struct LSTM {
                 T* df = di + H * n;
                 T* dg = df + H * n;
                 T* dout = dg + H * n;
-                detail::for_lanes<T>(H * n, [&]<class V>(std::size_t k) {
+                kernels::vectors_then_scalars<T>(H * n, [&]<class V>(std::size_t k) {
                     const V dhv = loadv<V>(dh + k), iv = loadv<V>(ig + k), fv = loadv<V>(fg + k), gv = loadv<V>(gg + k),
                             ov = loadv<V>(og + k);
                     const V tc = gate_tanh(loadv<V>(c + k));

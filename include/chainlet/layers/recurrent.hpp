@@ -19,6 +19,7 @@
 
 #include "chainlet/activations.hpp"
 #include "chainlet/kernels/gemm.hpp"
+#include "chainlet/kernels/vector_loop.hpp"
 #include "chainlet/layer_metadata.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
@@ -100,17 +101,6 @@ inline void project_pullback(std::size_t M, std::size_t n, std::size_t K, const 
     using namespace kernels;
     gemm_nt(K, M, n, in, n, dout, n, gw, ldw);
     if (din) gemm_nn<Identity, Init::zero>(K, n, M, w, static_cast<std::ptrdiff_t>(ldw), 1, dout, n, din, n);
-}
-
-// body.template operator()<V>(i) over [0, count): vectors of T, then a scalar tail.
-template <class T, class Body>
-inline void for_lanes(std::size_t count, Body&& body) {
-    std::size_t i = 0;
-    if constexpr (simd::enabled) {
-        constexpr std::size_t W = simd::width<T>;
-        for (const std::size_t end = count - count % W; i < end; i += W) body.template operator()<simd::vec<T>>(i);
-    }
-    for (; i < count; ++i) body.template operator()<T>(i);
 }
 
 // Accurate sigmoid and tanh for the gates (the float tanh of activations.hpp is a rational fit, good
