@@ -90,7 +90,7 @@ private:
     bool available(std::size_t k) {
         const std::size_t kept = in_.size() - pos_;
         if (kept >= k || !file_ || left_in_file_ == 0) return kept >= k;
-        std::memmove(block_.data(), in_.data() + pos_, kept);
+        if (kept > 0) std::memmove(block_.data(), in_.data() + pos_, kept);  // (in_ may be empty: null data)
         const std::size_t want = std::min(left_in_file_, block_.size() - kept);
         if (!file_->read(reinterpret_cast<char*>(block_.data() + kept), static_cast<std::streamsize>(want)))
             fail(name_, "read error");
