@@ -108,12 +108,12 @@ public:
             for (std::size_t c = i * per; c < std::min(chunks, (i + 1) * per); ++c) {
                 const std::size_t s0 = c * WS::chunk, m = std::min(WS::chunk, n_ - s0);
                 t0 = clock_type::now();
-                InputRows<float>{x}.gather(Net::in_size, s0, nullptr, m, b_.act[0]);
+                InputRows<float>{x}.gather(Net::in_size, s0, nullptr, m, b_.x);
                 kernels::gather_transpose(y + s0 * tps, tps, nullptr, m, targets_.data());
                 t.gather += since(t0);
                 forward_layers(p, m, t);
                 t0 = clock_type::now();
-                sink_ += Loss::template value_and_gradient<float>(b_.act[Net::num_layers], targets_.data(), b_.d0,
+                sink_ += Loss::template value_and_gradient<float>(b_.y, targets_.data(), b_.dy,
                                                                    Net::out_size, m, scale);
                 t.loss += since(t0);
                 pullback_layers(p, gi, m, t);
@@ -135,11 +135,11 @@ public:
         for (std::size_t c = 0; c < WS::num_chunks(n_); ++c) {
             const std::size_t s0 = c * WS::chunk, m = std::min(WS::chunk, n_ - s0);
             auto t0 = clock_type::now();
-            InputRows<float>{x}.gather(Net::in_size, s0, nullptr, m, b_.act[0]);
+            InputRows<float>{x}.gather(Net::in_size, s0, nullptr, m, b_.x);
             t.gather += since(t0);
             forward_layers(p, m, t);
             t0 = clock_type::now();
-            kernels::scatter_transpose(b_.act[Net::num_layers], Net::out_size, m, out_.data() + s0 * Net::out_size);
+            kernels::scatter_transpose(b_.y, Net::out_size, m, out_.data() + s0 * Net::out_size);
             t.scatter += since(t0);
         }
     }
@@ -149,24 +149,29 @@ private:
         [&]<std::size_t... I>(std::index_sequence<I...>) {
             (([&] {
                  const auto t0 = clock_type::now();
-                 Net::template layer<I>::forward(p + Net::param_offset[I], b_.act[I], b_.act[I + 1], b_.aux[I], m);
+                 detail::layer_forward<typename Net::template layer<I>>(
+                     p + Net::param_offset[I], Net::template input<I>(static_cast<const float*>(b_.x), b_.saved, m),
+                     Net::template output<I>(b_.y, b_.saved, m), b_.saved + Net::saved_offset[I] * m, m, Pass{});
                  t.forward[I] += since(t0);
              }()),
              ...);
         }(std::make_index_sequence<Net::num_layers>{});
     }
-    // As Chain::pullback: cotangents ping-pong between d0 and d1; the first layer computes no dx.
+    // As detail::Sequence::pullback (chain.hpp), timed per layer: the first layer computes no dx.
     void pullback_layers(const float* p, float* g, std::size_t m, Parts& t) {
-        float* cur = b_.d0;
-        float* other = b_.d1;
+        float* const scratch = b_.scratch;
+        float* const layer_scratch = scratch + Net::layer_scratch_offset * m;
         [&]<std::size_t... I>(std::index_sequence<I...>) {
             (([&] {
                  constexpr std::size_t L = Net::num_layers - 1 - I;
+                 float* dyl = L == Net::num_layers - 1 ? b_.dy : scratch + (L % 2) * Net::max_inner_width * m;
+                 float* dxl = L == 0 ? nullptr : scratch + ((L - 1) % 2) * Net::max_inner_width * m;
                  const auto t0 = clock_type::now();
-                 Net::template layer<L>::pullback(p + Net::param_offset[L], g + Net::param_offset[L], b_.act[L],
-                                                  b_.act[L + 1], b_.aux[L], cur, L > 0 ? other : nullptr, m);
+                 Net::template layer<L>::pullback(p + Net::param_offset[L], g + Net::param_offset[L],
+                                                  Net::template input<L>(static_cast<const float*>(b_.x), b_.saved, m),
+                                                  Net::template output<L>(b_.y, b_.saved, m),
+                                                  b_.saved + Net::saved_offset[L] * m, layer_scratch, dyl, dxl, m);
                  t.pullback[L] += since(t0);
-                 std::swap(cur, other);
              }()),
              ...);
         }(std::make_index_sequence<Net::num_layers>{});
