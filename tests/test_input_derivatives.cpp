@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "alloc_counter.hpp"
@@ -45,12 +46,15 @@ void jet_vector_matches_scalar() {
             simd::storev(lanes[1], j.d1);
             simd::storev(lanes[2], j.d2);
             simd::storev(lanes[3], j.d3);
+            // float: the vector tanh is within 2e-6 of std::tanh (test_activations), and f'' and f''' amplify
+            // an error in y up to ~8 times (|d/dy of -2 (1 - y^2)(1 - 3 y^2)| <= 8 for |y| <= 1).
+            const double margin = std::is_same_v<T, float> ? 2e-5 : 1e-6;
             for (std::size_t l = 0; l < W; ++l) {
                 const Jet<T> s = Act::jet(z[i + l]);
-                REQUIRE(lanes[0][l] == Approx(s.value).epsilon(1e-5).margin(1e-6));
-                REQUIRE(lanes[1][l] == Approx(s.d1).epsilon(1e-5).margin(1e-6));
-                REQUIRE(lanes[2][l] == Approx(s.d2).epsilon(1e-5).margin(1e-6));
-                REQUIRE(lanes[3][l] == Approx(s.d3).epsilon(1e-5).margin(1e-6));
+                REQUIRE(lanes[0][l] == Approx(s.value).epsilon(1e-5).margin(margin));
+                REQUIRE(lanes[1][l] == Approx(s.d1).epsilon(1e-5).margin(margin));
+                REQUIRE(lanes[2][l] == Approx(s.d2).epsilon(1e-5).margin(margin));
+                REQUIRE(lanes[3][l] == Approx(s.d3).epsilon(1e-5).margin(margin));
             }
         }
     }
