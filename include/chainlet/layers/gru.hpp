@@ -147,7 +147,7 @@ struct GRU {
                                          dx ? dx + t * features * n : nullptr);
                 if (h_prev) {
                     kernels::gemm_nt(H, G, n, h_prev, n, dgh, n, g + params::w_hh, G);
-                    kernels::gemm_nn<Identity, kernels::Init::accumulate>(H, n, G, w_hh, static_cast<std::ptrdiff_t>(G),
+                    kernels::gemm_nn<kernels::NoEpilogue, kernels::Init::accumulate>(H, n, G, w_hh, static_cast<std::ptrdiff_t>(G),
                                                                           1, dgh, n, dh, n);
                 }
             }
