@@ -67,6 +67,7 @@ struct recurrent_params {
         m.add(std::move(bih));
         m.add(std::move(bhh));
         m.natural_order();
+        m.time_major_sequence();  // nn.GRU/nn.LSTM(batch_first=True) give (batch, T, H), the order chainlet keeps
     }
 };
 
