@@ -51,7 +51,12 @@ public:
     }
     bool natural() const { return fh_ == 0; }
     void flattened_image(std::size_t h, std::size_t w, std::size_t c) { fh_ = h, fw_ = w, fc_ = c; }
-    void natural_order() { fh_ = fw_ = fc_ = 0; }
+    void natural_order() { fh_ = fw_ = fc_ = 0, time_major_ = false; }
+    // A sequence (L, C) is (C, L) in PyTorch after a Conv1D (nn.Conv1d's layout), but (L, C) after a GRU or
+    // LSTM (batch_first=True): the recurrent layers call time_major_sequence() after natural_order(), and
+    // a Flatten of a sequence permutes the features only when time_major() is false.
+    void time_major_sequence() { time_major_ = true; }
+    bool time_major() const { return time_major_; }
 
     // Runs body with module names inside the nested nn.Sequential `name` (e.g. a Residual's "3.f",
     // with "3" from next_module()); the outer numbering continues afterwards.
@@ -72,6 +77,7 @@ private:
     std::string prefix_;
     std::size_t index_ = 0;
     std::size_t fh_ = 0, fw_ = 0, fc_ = 0;
+    bool time_major_ = false;
     std::vector<TorchTensor> tensors_;
 };
 

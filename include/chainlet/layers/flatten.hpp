@@ -41,8 +41,10 @@ struct Flatten {
         static void torch_layout(TorchModules& m, std::size_t) {
             m.skip_module();
             if constexpr (InShape::rank == 3) m.flattened_image(InShape::dims[0], InShape::dims[1], InShape::dims[2]);
-            // A sequence (L, C) is (C, L) in PyTorch: its features are ordered (c, l), as an image (L, 1, C)'s.
-            if constexpr (InShape::rank == 2) m.flattened_image(InShape::dims[0], 1, InShape::dims[1]);
+            // A sequence (L, C) is (C, L) in PyTorch: its features are ordered (c, l), as an image (L, 1, C)'s;
+            // except the output of a GRU/LSTM, (T, H) in PyTorch too (TorchModules::time_major).
+            if constexpr (InShape::rank == 2)
+                if (!m.time_major()) m.flattened_image(InShape::dims[0], 1, InShape::dims[1]);
         }
     };
 };

@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "chainlet/activations.hpp"
 #include "chainlet/kernels/gemm.hpp"
 #include "chainlet/kernels/vector_loop.hpp"
 #include "chainlet/layer_metadata.hpp"
@@ -69,6 +68,7 @@ struct recurrent_params {
         m.add(std::move(bih));
         m.add(std::move(bhh));
         m.natural_order();
+        m.time_major_sequence();  // nn.GRU/nn.LSTM(batch_first=True) give (batch, T, H), the order chainlet keeps
     }
 };
 
@@ -78,9 +78,9 @@ inline void project(std::size_t M, std::size_t n, std::size_t K, const T* w, std
                     T* out) {
     using namespace kernels;
     if (n == 1)
-        gemv_t<Identity>(M, K, in, w, ldw, bias, out);
+        gemv_t<NoEpilogue>(M, K, in, w, ldw, bias, out);
     else
-        gemm_nn<Identity, Init::row_bias>(M, n, K, w, 1, static_cast<std::ptrdiff_t>(ldw), in, n, out, n, bias);
+        gemm_nn<NoEpilogue, Init::row_bias>(M, n, K, w, 1, static_cast<std::ptrdiff_t>(ldw), in, n, out, n, bias);
 }
 
 // out (M x n) += W in, as project.
@@ -88,9 +88,9 @@ template <class T>
 inline void project_add(std::size_t M, std::size_t n, std::size_t K, const T* w, std::size_t ldw, const T* in, T* out) {
     using namespace kernels;
     if (n == 1)
-        gemv_t<Identity>(M, K, in, w, ldw, out, out);  // in place: each output is read as bias before it is written
+        gemv_t<NoEpilogue>(M, K, in, w, ldw, out, out);  // in place: each output is read as bias before it is written
     else
-        gemm_nn<kernels::NoEpilogue, Init::accumulate>(M, n, K, w, 1, static_cast<std::ptrdiff_t>(ldw), in, n, out, n);
+        gemm_nn<NoEpilogue, Init::accumulate>(M, n, K, w, 1, static_cast<std::ptrdiff_t>(ldw), in, n, out, n);
 }
 
 // The pullback of out = W in through one step: dW += in dOut^T (gw[k * ldw + g]), and
@@ -100,7 +100,7 @@ inline void project_pullback(std::size_t M, std::size_t n, std::size_t K, const 
                              const T* dout, T* gw, T* din) {
     using namespace kernels;
     gemm_nt(K, M, n, in, n, dout, n, gw, ldw);
-    if (din) gemm_nn<Identity, Init::zero>(K, n, M, w, static_cast<std::ptrdiff_t>(ldw), 1, dout, n, din, n);
+    if (din) gemm_nn<NoEpilogue, Init::zero>(K, n, M, w, static_cast<std::ptrdiff_t>(ldw), 1, dout, n, din, n);
 }
 
 // Accurate sigmoid and tanh for the gates (the float tanh of activations.hpp is a rational fit, good
