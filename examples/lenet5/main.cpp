@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
     std::string path = len > 0 ? std::string(self, static_cast<std::size_t>(len)) : std::string(argv[0]);
     path = path.substr(0, path.find_last_of('/') + 1) + CHAINLET_LENET5_MPI_PROGRAM;
     execv(path.c_str(), argv);
-    args.fail("--mpi: cannot run " + path + " (" + std::strerror(errno) + "); build the lenet5_mpi target");
+    return examples::fail(app, "--mpi: cannot run " + path + " (" + std::strerror(errno) + "); build the lenet5_mpi target");
 #else
     return examples::fail(app, "--mpi: this lenet5 was built without MPI (configure with -DCHAINLET_MPI=ON)");
 #endif
