@@ -3,7 +3,10 @@
 // round and each reports the median time per iteration. Also measures this machine's fp32 FMA peak
 // in the same run, so chainlet's GFLOP/s can be stated as a fraction of it. Besides the rows, an
 // inference latency grid (tiny MLP and LeNet5 at batch 1, 2, 4, ..., 2048) and the first-step cost
-// (the first call on a fresh workspace / optimiser, what a program pays once per start).
+// (the first call on a fresh workspace / optimiser, what a program pays once per start). Rows: the tiny
+// MLP (full-batch step, one-sample forward and forward + pullback), a wider MLP at batch 1/32/256, LeNet5
+// (epoch, inference), a GRU and a Conv1D net (step, one-sequence inference), the PINN Adam step (float32,
+// float64).
 //
 // The same source builds against Debian's LibTorch 1.13 (chainlet_compare) and against the LibTorch
 // inside the PyTorch wheel (chainlet_compare_torch2, see bench/CMakeLists.txt): one LibTorch per
@@ -12,18 +15,22 @@
 //   chainlet_compare [--quick] [--json FILE] [--threads T | --thread-count T]
 //     --threads T       rows with 1 and with T threads (default T: all)
 //     --thread-count T  rows with T threads only (bench/compare.sh pins each count with taskset)
+//     --only S          only the rows whose workload name contains S ("first step", "grid": those parts)
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <numbers>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "chainlet/chainlet.hpp"
+#include "chainlet/derivatives/taylor.hpp"
 #include "fma_peak.hpp"
 
 using namespace chainlet;
@@ -35,6 +42,16 @@ using WideMLP = Chain<Input<2>, Dense<64, Tanh>, Dense<64, Tanh>, Dense<2>>;
 using LeNet5 = Chain<Input<28, 28, 1>, Conv<5, 5, 6, ReLU>, MaxPool<2, 2>, Conv<5, 5, 16, ReLU>, MaxPool<2, 2>, Flatten,
                      Dense<120, ReLU>, Dense<84, ReLU>, Dense<10>>;
 
+// The layer kinds of issue 13: a GRU over 50 steps of 4 features (its last hidden state into a Dense
+// head) and a Conv1D net over 64 steps of 4 channels (channels-last; PyTorch's (C, L) on its side).
+constexpr std::size_t gru_steps = 50, gru_features = 4, gru_hidden = 32, seq_batch = 256;
+using GruNet = Chain<Input<gru_steps, gru_features>, GRU<gru_hidden>, Dense<1>>;
+using Conv1dNet = Chain<Input<64, 4>, Conv1D<5, 16, ReLU, Padding::same>, MaxPool1D<2>, Conv1D<5, 32, ReLU, Padding::same>,
+                        MaxPool1D<2>, GlobalAvgPool, Dense<4>>;
+// The PINN of issue 14: 2-D Poisson, 1,024 interior points (u, grad u, Laplacian) and 256 boundary points (u).
+using PinnNet = Chain<Input<2>, Dense<32, Tanh>, Dense<32, Tanh>, Dense<32, Tanh>, Dense<1>>;
+constexpr std::size_t pinn_interior = 1024, pinn_boundary = 256;
+
 // Multiply-adds per sample. Training: forward + weight gradients + input gradients of every layer but
 // the first; LeNet5's input gradient of conv2 is counted as the useful 8*8*16*150, not the padded
 // correlation chainlet actually runs.
@@ -42,6 +59,40 @@ constexpr double tiny_train_macs = 1984, tiny_forward_macs = 704;
 constexpr double wide_train_macs = 3 * (2 * 64 + 64 * 64 + 64 * 2) - 2 * 64;
 constexpr double lenet_forward_macs = 24 * 24 * 6 * 25 + 8 * 8 * 16 * 150 + 256 * 120 + 120 * 84 + 84 * 10;
 constexpr double lenet_train_macs = 2 * lenet_forward_macs + 8 * 8 * 16 * 150 + 256 * 120 + 120 * 84 + 84 * 10;
+
+// GRU: per step the 3H gate rows against x_t (F) and h_{t-1} (H), then the head. Training adds the
+// weight gradients (as many again) and the gradient reaching h_{t-1} (3H x H per step); no input gradient
+// (the GRU is the first layer). The elementwise gate work is not counted.
+constexpr double gru_forward_macs = double(gru_steps) * 3 * gru_hidden * (gru_features + gru_hidden) + gru_hidden;
+constexpr double gru_train_macs = 2 * gru_forward_macs + double(gru_steps) * 3 * gru_hidden * gru_hidden;
+
+// Conv1D net: useful taps only (those on the zero padding excluded). Output position l of a K-tap
+// "same" kernel over L inputs reaches min(L, l + K - pad) - max(0, l - pad) real inputs.
+constexpr double same_conv_taps(std::size_t L, std::size_t K) {
+    const std::size_t pad = (K - 1) / 2;
+    double taps = 0;
+    for (std::size_t l = 0; l < L; ++l)
+        for (std::size_t k = 0; k < K; ++k)
+            if (l + k >= pad && l + k - pad < L) taps += 1;
+    return taps;
+}
+constexpr double conv1d_c1 = same_conv_taps(64, 5) * 4 * 16, conv1d_c2 = same_conv_taps(32, 5) * 16 * 32,
+                 conv1d_head = 32 * 4;
+constexpr double conv1d_forward_macs = conv1d_c1 + conv1d_c2 + conv1d_head;
+constexpr double conv1d_train_macs = 2 * conv1d_forward_macs + conv1d_c2 + conv1d_head;
+
+// PINN step: the matrix products of the pass (C columns per point: value, 2 tangents, the Laplacian;
+// 1 column at the boundary) and of its pullback (the weight gradient, and the input cotangent of every
+// layer but the first). Activation jets are not counted.
+double pinn_step_flops() {
+    auto pass = [](double columns, double points) {
+        double f = 0;
+        for (std::size_t l = 0; l < PinnNet::num_layers; ++l)
+            f += 2.0 * double(PinnNet::width[l] * PinnNet::width[l + 1]) * columns * points * (l == 0 ? 2 : 3);
+        return f;
+    };
+    return pass(4, pinn_interior) + pass(1, pinn_boundary);
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -89,6 +140,7 @@ struct Row {
     int threads;
     double flops;  // per iteration, chainlet's count (0: not stated)
     double chainlet_s, libtorch_s;
+    bool float64 = false;  // float64 arithmetic: half the fp32 FMA peak
 };
 
 // One point of the inference latency grid: seconds per call at one batch size.
@@ -133,9 +185,10 @@ std::pair<double, double> alternate(int threads, Side& ours, Side& theirs, int r
     return {median(a), median(b)};
 }
 
-Row compare(const std::string& name, int threads, double flops, Side ours, Side theirs, int rounds, double target) {
+Row compare(const std::string& name, int threads, double flops, Side ours, Side theirs, int rounds, double target,
+            bool float64 = false) {
     const auto [a, b] = alternate(threads, ours, theirs, rounds, target);
-    Row row{name, threads, flops, a, b};
+    Row row{name, threads, flops, a, b, float64};
     std::printf("%-46s %3d  %12.3f us %12.3f us  %8.1fx", name.c_str(), threads, 1e6 * row.chainlet_s,
                 1e6 * row.libtorch_s, row.libtorch_s / row.chainlet_s);
     if (flops > 0) std::printf("  %7.1f GFLOP/s", flops / row.chainlet_s / 1e9);
@@ -156,6 +209,115 @@ torch::nn::Sequential torch_lenet5() {
                           nn::MaxPool2d(2), nn::Flatten(), nn::Linear(256, 120), nn::ReLU(), nn::Linear(120, 84),
                           nn::ReLU(), nn::Linear(84, 10));
 }
+
+// nn.GRU(4, 32, batch_first=True), its output at the last step into nn.Linear(32, 1).
+struct TorchGru : torch::nn::Module {
+    torch::nn::GRU gru{nullptr};
+    torch::nn::Linear head{nullptr};
+    TorchGru() {
+        gru = register_module("gru", torch::nn::GRU(torch::nn::GRUOptions(gru_features, gru_hidden).batch_first(true)));
+        head = register_module("head", torch::nn::Linear(gru_hidden, 1));
+    }
+    torch::Tensor forward(const torch::Tensor& x) {
+        return head->forward(std::get<0>(gru->forward(x)).select(1, static_cast<std::int64_t>(gru_steps) - 1));
+    }
+};
+
+torch::nn::Sequential torch_conv1d_net() {
+    namespace nn = torch::nn;
+    return nn::Sequential(nn::Conv1d(nn::Conv1dOptions(4, 16, 5).padding(2)), nn::ReLU(), nn::MaxPool1d(2),
+                          nn::Conv1d(nn::Conv1dOptions(16, 32, 5).padding(2)), nn::ReLU(), nn::MaxPool1d(2),
+                          nn::AdaptiveAvgPool1d(1), nn::Flatten(), nn::Linear(32, 4));
+}
+
+torch::nn::Sequential torch_pinn_net() {
+    namespace nn = torch::nn;
+    return nn::Sequential(nn::Linear(2, 32), nn::Tanh(), nn::Linear(32, 32), nn::Tanh(), nn::Linear(32, 32), nn::Tanh(),
+                          nn::Linear(32, 1));
+}
+
+// The Poisson problem's points: interior uniform in [0,1]^2 with f = 2 pi^2 sin(pi x) sin(pi y), boundary
+// points spread over the four sides.
+template <class T>
+struct PinnPoints {
+    std::vector<T> interior, boundary, f;
+    PinnPoints() : interior(2 * pinn_interior), boundary(2 * pinn_boundary), f(pinn_interior) {
+        Rng rng(1);
+        for (auto& v : interior) v = static_cast<T>(rng.uniform());
+        for (std::size_t s = 0; s < pinn_boundary; ++s) {
+            const T r = static_cast<T>(rng.uniform());
+            const int side = static_cast<int>(s % 4);
+            boundary[2 * s] = side == 1 ? T(0) : side == 2 ? T(1) : r;
+            boundary[2 * s + 1] = side == 0 ? T(0) : side == 3 ? T(1) : r;
+        }
+        const double pi = std::numbers::pi;
+        for (std::size_t s = 0; s < pinn_interior; ++s)
+            f[s] = static_cast<T>(2 * pi * pi * std::sin(pi * double(interior[2 * s])) * std::sin(pi * double(interior[2 * s + 1])));
+    }
+};
+
+// One PINN Adam step in chainlet: u, grad u and the Laplacian at the interior points in one pass, the
+// residual Lap u + f; u at the boundary; the parameter gradient of mean (Lap u + f)^2 + mean u^2; Adam.
+template <class T>
+struct ChainletPinnStep {
+    struct MinusF {
+        const T* f;
+        T operator()(const T*, std::size_t s) const { return -f[s]; }
+    };
+    struct Zero {
+        T operator()(const T*, std::size_t) const { return T(0); }
+    };
+    const PinnPoints<T>& pts;
+    int threads;
+    decltype(linear_residual<T>({}, {T(1)}, MinusF{nullptr})) interior_loss;
+    decltype(linear_residual<T>({}, {}, Zero{}, T(1))) boundary_loss;
+    DerivativeWorkspace<PinnNet, T> wi, wb;
+    std::vector<T> p, g;
+    Adam<T> opt;
+    ChainletPinnStep(const PinnPoints<T>& points, int t)
+        : pts(points), threads(t), interior_loss(linear_residual<T>({}, {T(1)}, MinusF{points.f.data()})),
+          boundary_loss(linear_residual<T>({}, {}, Zero{}, T(1))),
+          wi(DerivativeSpec::laplacian(2), pinn_interior, t), wb(DerivativeSpec::value(), pinn_boundary, t),
+          p(PinnNet::num_params), g(PinnNet::num_params), opt(T(1e-3)) {
+        init_params<PinnNet>(p, 1);
+        opt.init(p.size());
+    }
+    void operator()() {
+        std::fill(g.begin(), g.end(), T(0));
+        wi.add_value_and_gradient(p.data(), g.data(), pts.interior.data(), pinn_interior, interior_loss, T(1), threads);
+        wb.add_value_and_gradient(p.data(), g.data(), pts.boundary.data(), pinn_boundary, boundary_loss, T(1), threads);
+        opt.step(std::span<T>(p), std::span<const T>(g));
+    }
+};
+
+// The same step in LibTorch: the Laplacian by double backward (torch::autograd::grad with create_graph).
+struct TorchPinnStep {
+    torch::nn::Sequential net = torch_pinn_net();
+    torch::Tensor xi, xb, f;
+    std::optional<torch::optim::Adam> opt;
+    template <class T>
+    TorchPinnStep(const PinnPoints<T>& pts, torch::Dtype dtype) {
+        net->to(dtype);
+        const auto opts = torch::TensorOptions().dtype(dtype);
+        xi = torch::from_blob(const_cast<T*>(pts.interior.data()), {long(pinn_interior), 2}, opts).clone().requires_grad_(true);
+        xb = torch::from_blob(const_cast<T*>(pts.boundary.data()), {long(pinn_boundary), 2}, opts).clone();
+        f = torch::from_blob(const_cast<T*>(pts.f.data()), {long(pinn_interior)}, opts).clone();
+        opt.emplace(net->parameters(), torch::optim::AdamOptions(1e-3));
+    }
+    void operator()() {
+        const auto u = net->forward(xi);
+        const auto du = torch::autograd::grad({u.sum()}, {xi}, {}, true, true)[0];
+        torch::Tensor lap;
+        for (long i = 0; i < 2; ++i) {
+            const auto d2 = torch::autograd::grad({du.select(1, i).sum()}, {xi}, {}, true, true)[0].select(1, i);
+            lap = i == 0 ? d2 : lap + d2;
+        }
+        const auto loss = (lap + f).pow(2).mean() + net->forward(xb).pow(2).mean();
+        opt->zero_grad();
+        loss.backward();
+        opt->step();
+    }
+};
 
 // Median seconds of `rounds` calls of f after the first (which is excluded).
 double steady_seconds(const std::function<void()>& f, int rounds) {
@@ -335,7 +497,7 @@ std::vector<GridPoint> latency_grid(int t, bool quick) {
 
 int main(int argc, char** argv) {
     bool quick = false;
-    std::string json;
+    std::string json, only;
     int max_threads = default_threads(), only_threads = 0;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -343,8 +505,9 @@ int main(int argc, char** argv) {
         else if (a == "--json" && i + 1 < argc) json = argv[++i];
         else if (a == "--threads" && i + 1 < argc) max_threads = std::stoi(argv[++i]);
         else if (a == "--thread-count" && i + 1 < argc) only_threads = std::stoi(argv[++i]);
+        else if (a == "--only" && i + 1 < argc) only = argv[++i];
         else {
-            std::fprintf(stderr, "usage: chainlet_compare [--quick] [--json FILE] [--threads T | --thread-count T]\n");
+            std::fprintf(stderr, "usage: chainlet_compare [--quick] [--json FILE] [--threads T | --thread-count T] [--only S]\n");
             return 2;
         }
     }
@@ -360,9 +523,12 @@ int main(int argc, char** argv) {
     std::vector<int> thread_counts = {1};
     if (max_threads > 1) thread_counts.push_back(max_threads);
     if (only_threads > 0) thread_counts = {only_threads}, max_threads = only_threads;
+    // --only S: the rows whose workload name contains S ("first step" and "grid" name the other parts).
+    auto wanted = [&](const std::string& name) { return only.empty() || name.find(only) != std::string::npos; };
     std::vector<FirstStep> firsts;
-    for (int t : thread_counts)
-        for (auto& f : first_steps(t, quick)) firsts.push_back(f);
+    if (wanted("first step"))
+        for (int t : thread_counts)
+            for (auto& f : first_steps(t, quick)) firsts.push_back(f);
     std::vector<std::pair<int, double>> peaks;
     for (int t : thread_counts) {
         const double peak = bench::fma_peak_gflops(t);
@@ -373,7 +539,7 @@ int main(int argc, char** argv) {
 
     std::vector<Row> rows;
     // 1. Tiny MLP, full-batch training step on 10,000 samples, Adam(1e-3).
-    {
+    if (wanted("tiny MLP train step")) {
         const std::size_t n = 10000;
         const auto x = normal(4 * n, 1), y = normal(4 * n, 2);
         std::vector<float> p(TinyMLP::num_params), g(TinyMLP::num_params);
@@ -403,7 +569,7 @@ int main(int argc, char** argv) {
         }
     }
     // 2. The same model, one sample: forward, and forward + pullback (gradient of a squared loss).
-    {
+    if (wanted("tiny MLP forward")) {
         std::vector<float> p(TinyMLP::num_params), g(TinyMLP::num_params), out(4);
         init_params<TinyMLP>(p, 1);
         auto x = normal(4, 3);
@@ -436,6 +602,7 @@ int main(int argc, char** argv) {
 
     // 3. A wider MLP of scientific ML (2 -> 64 tanh -> 64 tanh -> 2), Adam training step at batch 1, 32, 256.
     for (std::size_t n : {std::size_t(1), std::size_t(32), std::size_t(256)}) {
+        if (!wanted("wide MLP train step, batch " + std::to_string(n))) continue;
         const auto x = normal(2 * n, 5), y = normal(2 * n, 6);
         std::vector<float> p(WideMLP::num_params), g(WideMLP::num_params);
         init_params<WideMLP>(p, 1);
@@ -465,7 +632,7 @@ int main(int argc, char** argv) {
     }
     // 4. LeNet5: one training epoch (batch 2048, Adam(3e-4), no shuffling on either side) and inference
     //    on 10,000 images (quick: 4096 and 2048). Random images: the cost does not depend on the pixel values.
-    {
+    if (wanted("LeNet5")) {
         const std::size_t n = quick ? 4096 : 60000, batch = 2048, n_test = quick ? 2048 : 10000;
         const auto x = normal(n * 784, 7), xt = normal(n_test * 784, 8);
         std::vector<std::int32_t> y(n);
@@ -521,9 +688,108 @@ int main(int argc, char** argv) {
         }
     }
 
+    // 5. Issue 13's layer kinds: a GRU (train step on 256 sequences, inference on one) and a Conv1D net
+    //    (the same), squared error and Adam(1e-3) on both sides.
+    if (wanted("GRU")) {
+        const auto x = normal(seq_batch * GruNet::in_size, 11), y = normal(seq_batch, 12);
+        const std::vector<float> one(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(GruNet::in_size));
+        const auto tx = torch::from_blob(const_cast<float*>(x.data()), {long(seq_batch), long(gru_steps), long(gru_features)}).clone();
+        const auto ty = torch::from_blob(const_cast<float*>(y.data()), {long(seq_batch), 1}).clone();
+        const auto tone = tx.slice(0, 0, 1).clone();
+        std::vector<float> p(GruNet::num_params), g(GruNet::num_params), out(1);
+        init_params<GruNet>(p, 1);
+        for (int t : thread_counts) {
+            auto model = std::make_shared<TorchGru>();
+            torch::optim::Adam topt(model->parameters(), torch::optim::AdamOptions(1e-3));
+            Workspace<GruNet, float> ws, ws1;
+            Adam opt(1e-3f);
+            rows.push_back(compare(
+                "GRU train step, batch 256", t, 2.0 * gru_train_macs * seq_batch,
+                {[&] { ws.reserve(seq_batch, t); opt.init(p.size()); },
+                 [&] {
+                     value_and_gradient<GruNet>(ws, p, g, x, y, SquaredError{}, t);
+                     opt.step(p, g);
+                 }},
+                {[] {},
+                 [&] {
+                     topt.zero_grad();
+                     torch::mse_loss(model->forward(tx), ty).backward();
+                     topt.step();
+                 }},
+                rounds, target));
+            rows.push_back(compare(
+                "GRU inference, 1 sequence", t, 2.0 * gru_forward_macs,
+                {[&] { ws1.reserve(1, t); }, [&] { predict<GruNet>(ws1, p, one, out, t); }},
+                {[] {},
+                 [&] {
+                     torch::NoGradGuard no_grad;
+                     auto r = model->forward(tone);
+                 }},
+                rounds, target));
+        }
+    }
+    if (wanted("Conv1D")) {
+        const auto x = normal(seq_batch * Conv1dNet::in_size, 13), y = normal(seq_batch * 4, 14);
+        const std::vector<float> one(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(Conv1dNet::in_size));
+        // chainlet's sequences are (L, C), PyTorch's (C, L): the same numbers, transposed.
+        const auto tx = torch::from_blob(const_cast<float*>(x.data()), {long(seq_batch), 64, 4}).permute({0, 2, 1}).contiguous();
+        const auto ty = torch::from_blob(const_cast<float*>(y.data()), {long(seq_batch), 4}).clone();
+        const auto tone = tx.slice(0, 0, 1).clone();
+        std::vector<float> p(Conv1dNet::num_params), g(Conv1dNet::num_params), out(4);
+        init_params<Conv1dNet>(p, 1);
+        for (int t : thread_counts) {
+            auto model = torch_conv1d_net();
+            torch::optim::Adam topt(model->parameters(), torch::optim::AdamOptions(1e-3));
+            Workspace<Conv1dNet, float> ws, ws1;
+            Adam opt(1e-3f);
+            rows.push_back(compare(
+                "Conv1D net train step, batch 256", t, 2.0 * conv1d_train_macs * seq_batch,
+                {[&] { ws.reserve(seq_batch, t); opt.init(p.size()); },
+                 [&] {
+                     value_and_gradient<Conv1dNet>(ws, p, g, x, y, SquaredError{}, t);
+                     opt.step(p, g);
+                 }},
+                {[] {},
+                 [&] {
+                     topt.zero_grad();
+                     torch::mse_loss(model->forward(tx), ty).backward();
+                     topt.step();
+                 }},
+                rounds, target));
+            rows.push_back(compare(
+                "Conv1D net inference, 1 sequence", t, 2.0 * conv1d_forward_macs,
+                {[&] { ws1.reserve(1, t); }, [&] { predict<Conv1dNet>(ws1, p, one, out, t); }},
+                {[] {},
+                 [&] {
+                     torch::NoGradGuard no_grad;
+                     auto r = model->forward(tone);
+                 }},
+                rounds, target));
+        }
+    }
+    // 6. Issue 14's PINN Adam step (2-D Poisson), float32 and float64.
+    if (wanted("PINN")) {
+        const PinnPoints<float> pts32;
+        const PinnPoints<double> pts64;
+        for (int t : thread_counts) {
+            std::optional<ChainletPinnStep<float>> ours32;
+            std::optional<ChainletPinnStep<double>> ours64;
+            std::optional<TorchPinnStep> theirs32, theirs64;
+            rows.push_back(compare("PINN Poisson Adam step, float32", t, pinn_step_flops(),
+                                   {[&] { ours32.emplace(pts32, t); }, [&] { (*ours32)(); }},
+                                   {[&] { theirs32.emplace(pts32, torch::kFloat32); }, [&] { (*theirs32)(); }},
+                                   rounds, target));
+            rows.push_back(compare("PINN Poisson Adam step, float64", t, pinn_step_flops(),
+                                   {[&] { ours64.emplace(pts64, t); }, [&] { (*ours64)(); }},
+                                   {[&] { theirs64.emplace(pts64, torch::kFloat64); }, [&] { (*theirs64)(); }},
+                                   rounds, target, true));
+        }
+    }
+
     std::vector<GridPoint> grid;
-    for (int t : thread_counts)
-        for (auto& g : latency_grid(t, quick)) grid.push_back(g);
+    if (wanted("grid"))
+        for (int t : thread_counts)
+            for (auto& g : latency_grid(t, quick)) grid.push_back(g);
 
     if (!json.empty()) {
         std::ofstream out(json);
@@ -538,7 +804,8 @@ int main(int argc, char** argv) {
             const Row& r = rows[i];
             out << "  {\"workload\": \"" << r.workload << "\", \"threads\": " << r.threads
                 << ", \"chainlet_seconds\": " << r.chainlet_s << ", \"libtorch_seconds\": " << r.libtorch_s
-                << ", \"flops\": " << r.flops << "}" << (i + 1 < rows.size() ? ",\n" : "\n");
+                << ", \"flops\": " << r.flops << ", \"dtype\": \"" << (r.float64 ? "float64" : "float32") << "\"}"
+                << (i + 1 < rows.size() ? ",\n" : "\n");
         }
         out << " ],\n \"grid\": [\n";
         for (std::size_t i = 0; i < grid.size(); ++i) {

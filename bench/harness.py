@@ -5,6 +5,10 @@ cost, and the JSON every script writes for bench/report.py.
 
 Each script runs ONE thread count per process: bench/compare.sh pins the process with taskset (CPU 0
 for 1 thread, CPUs 0-1 for 2) and the script sets the framework's own thread count.
+
+`--only SUBSTRING` keeps the workloads whose name contains SUBSTRING (case-sensitive; empty: all). The
+latency grid counts as a workload named "latency grid": `--only GRU` skips it, `--only grid` runs
+nothing but it.
 """
 import argparse
 import json
@@ -16,6 +20,30 @@ WIDE = [2, 64, 64, 2]
 TINY_N = 10000
 WIDE_BATCHES = (1, 32, 256)
 LENET_BATCH = 2048
+
+# GRU: nn.GRU(4, 32) over 50 steps, its last hidden state into Linear(32, 1); Adam(1e-3) on MSE.
+GRU_FEATURES, GRU_HIDDEN, GRU_STEPS, GRU_BATCH = 4, 32, 50, 256
+GRU_TRAIN = "GRU train step, batch 256"
+GRU_INFER = "GRU inference, 1 sequence"
+
+# Conv1D net on sequences of 64 steps x 4 channels: Conv1d(4, 16, 5, padding 2), ReLU, MaxPool(2),
+# Conv1d(16, 32, 5, padding 2), ReLU, MaxPool(2), global average pool, Linear(32, 4); Adam(1e-3) on MSE.
+CONV1D_CHANNELS, CONV1D_LENGTH, CONV1D_OUTPUTS, CONV1D_BATCH = 4, 64, 4, 256
+CONV1D_TRAIN = "Conv1D net train step, batch 256"
+CONV1D_INFER = "Conv1D net inference, 1 sequence"
+
+# PINN for the 2-D Poisson problem -Lap u = f on the unit square, f = 2 pi^2 sin(pi x) sin(pi y), u = 0 on
+# the boundary (examples/pinn; bench/compare.cpp has the chainlet and LibTorch sides): MLP 2-32-32-32-1 tanh, 1,024 interior points uniform in the square,
+# 256 boundary points (point i on side i % 4 at a uniform position), loss mean (Lap u + f)^2 + mean u^2,
+# Adam(1e-3); one row per dtype.
+PINN_SIZES = [2, 32, 32, 32, 1]
+PINN_INTERIOR, PINN_BOUNDARY = 1024, 256
+PINN_DTYPES = ("float32", "float64")
+GRID = "latency grid"
+
+
+def pinn_name(dtype):
+    return f"PINN Poisson Adam step, {dtype}"
 
 
 def lenet_images(quick):
@@ -56,7 +84,14 @@ def parse_args(description):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--thread-count", type=int, required=True, help="threads of this process (pin it with taskset)")
     ap.add_argument("--json", required=True)
+    ap.add_argument("--only", default="", metavar="SUBSTRING",
+                    help='run only the workloads whose name contains SUBSTRING (the grid: "latency grid")')
     return ap
+
+
+def wanted(args, workload):
+    """Whether --only keeps this workload (harness.GRID for the latency grid)."""
+    return args.only in workload
 
 
 def per_call(f, target, iters=None):

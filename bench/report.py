@@ -48,6 +48,17 @@ TARGETS = [
     ("LeNet5 inference", 1, 3.0, "onnxruntime"),
     ("LeNet5 inference", 2, 3.0, "onnxruntime"),
 ]
+# Issue 14's PINN targets: (workload, threads, minimum ratio, over what), 1 thread, float32 and float64.
+TARGETS_PINN = [(f"PINN Poisson Adam step, {d}", 1, r, over) for d in ("float32", "float64")
+                for r, over in ((5.0, "pytorch_eager"), (2.0, "jax"))]
+# Fractions of the FMA peak (issue 16; the PINN step: issue 14), and issue 16's one-sample latency.
+TARGETS_PEAK = [
+    ("tiny MLP train step", 1, 0.70), ("tiny MLP train step", 2, 0.60),
+    ("LeNet5 train epoch", 1, 0.75), ("LeNet5 train epoch", 2, 0.75),
+    ("LeNet5 inference", 1, 0.80), ("LeNet5 inference", 2, 0.80),
+    ("PINN Poisson Adam step, float32", 1, 0.60),
+]
+TARGETS_LATENCY = [("tiny MLP forward+pullback, 1 sample", 1, 0.2e-6)]
 # The targets held against Debian's LibTorch 1.13 before issue 15 (kept for continuity).
 TARGETS_113 = [
     ("tiny MLP train step", 2, 6.0), ("tiny MLP train step", 1, 5.0), ("tiny MLP forward, 1 sample", 1, 50.0),
@@ -107,7 +118,7 @@ def main():
         for r in main_cpp["rows"]:
             key = (r["workload"], t)
             order.append(key)
-            seconds[key] = {"chainlet": r["chainlet_seconds"], "flops": r["flops"]}
+            seconds[key] = {"chainlet": r["chainlet_seconds"], "flops": r["flops"], "dtype": r.get("dtype", "float32")}
         for g in main_cpp.get("grid", []):
             grid.setdefault((g["model"], t), {}).setdefault("chainlet", {})[g["batch"]] = g["chainlet_seconds"]
         for f in main_cpp.get("first_step", []):
@@ -140,6 +151,8 @@ def main():
         pt_best = min(((s[k], k) for k in PYTORCH2 if k in s), default=(None, None))
         best = min(((s[k], k) for k in TODAY if k in s), default=(None, None))
         gflops = s["flops"] / c / 1e9 if s["flops"] > 0 else None
+        # float64 runs half the lanes of float32: its peak is half the measured fp32 FMA peak.
+        peak = peaks[key[1]] / (2 if s["dtype"] == "float64" else 1)
 
         def ratio(k):
             return s[k] / c if s.get(k) else None
@@ -148,7 +161,7 @@ def main():
             "workload": key[0], "threads": key[1],
             "chainlet_seconds": c, "libtorch_seconds": s.get("libtorch113"), "pytorch_seconds": s.get("pytorch113"),
             "ratio_libtorch": ratio("libtorch113"), "ratio_pytorch": ratio("pytorch113"),
-            "gflops": gflops, "peak_fraction": gflops / peaks[key[1]] if gflops else None,
+            "gflops": gflops, "peak_fraction": gflops / peak if gflops else None, "dtype": s["dtype"],
         }
         for k in TODAY:
             row[f"{k}_seconds"] = s.get(k)
@@ -207,6 +220,9 @@ def main():
         lines.append("* seconds per process: " + ", ".join(f"{k} {v}" for k, v in run["process_seconds"].items()))
     for note in run.get("notes", []):
         lines.append(f"* {note}")
+    for name in ("pytorch2", "jax", "onnxruntime", "pytorch113"):
+        for note in sorted({n for t in threads for n in meta[name].get(t, {}).get("notes", [])}):
+            lines.append(f"* {name}: {note}")
     if 1 in peaks and 2 in peaks and peaks[2] < 1.5 * peaks[1]:
         lines.append(f"* **Warning: the 2-thread FMA peak ({peaks[2]:.0f} GFLOP/s) is under 1.5x the 1-thread peak "
                      f"({peaks[1]:.0f}): the second core was busy with other work during this run, so its 2-thread "
@@ -241,28 +257,51 @@ def main():
             f"| {fmt_ratio(r['ratio_jax'])} | {fmt_ratio(r['ratio_onnxruntime'])} | {fmt_ratio(r['ratio_libtorch'])} "
             f"| {fmt_ratio(r['ratio_pytorch'])} | {gflops} | {peak} |")
 
-    lines += ["", "## Targets (issue 15)", "",
-              "The last column is what meeting the target would take: chainlet's time at the target ratio, as "
-              "GFLOP/s and as a fraction of the FMA peak measured in this run (over 100 %: not reachable on this "
-              "machine at that thread count, whatever the code).", "",
-              "| figure | target | measured | | needed |", "|---|---|---|---|---|"]
-    for prefix, t, target, over in TARGETS:
+    def ratio_targets(targets):
+        out = ["| figure | target | measured | | needed |", "|---|---|---|---|---|"]
+        for prefix, t, target, over in targets:
+            match = [r for r in rows if r["workload"].startswith(prefix) and r["threads"] == t]
+            what = "the best of today's frameworks" if over == "best" else NAME[over]
+            got = match[0][f"ratio_{over}"] if match else None
+            if got is None:
+                out.append(f"| {prefix}, {t} thread(s) | ≥ {target:g}x {what} | not measured | missed | |")
+                continue
+            r = match[0]
+            verdict = "met" if got >= target else f"MISSED by {target / got:.2f}x"
+            against = f" ({NAME.get(r['best_framework'], '')})" if over == "best" else ""
+            needed_s = r["chainlet_seconds"] * got / target
+            flops = seconds[(r["workload"], t)]["flops"]
+            needed = fmt_time(needed_s)
+            if flops > 0:
+                peak = r["gflops"] / r["peak_fraction"]
+                needed += f", {flops / needed_s / 1e9:.0f} GFLOP/s = {100 * flops / needed_s / 1e9 / peak:.0f} % of peak"
+            out.append(f"| {prefix}, {t} thread(s) | ≥ {target:g}x {what} | {got:.1f}x{against} | {verdict} | "
+                       f"{'' if got >= target else needed} |")
+        return out
+
+    lines += ["", "## Targets", "",
+              "Issue 15's ratios against today's frameworks, issue 14's PINN step ratios, issue 16's fractions of "
+              "the FMA peak, all from this run. The last column of the ratio tables is what meeting the target "
+              "would take: chainlet's time at the target ratio, as GFLOP/s and as a fraction of the FMA peak "
+              "measured in this run (over 100 %: not reachable on this machine at that thread count, whatever the "
+              "code).", ""]
+    lines += ratio_targets(TARGETS)
+    lines += ["", "The PINN Adam step (issue 14), 1 thread:", ""]
+    lines += ratio_targets(TARGETS_PINN)
+    lines += ["", "Fractions of the FMA peak (issue 16; the PINN step: issue 14) and the one-sample latency:", "",
+              "| figure | target | measured | |", "|---|---|---|---|"]
+    for prefix, t, target in TARGETS_PEAK:
         match = [r for r in rows if r["workload"].startswith(prefix) and r["threads"] == t]
-        what = "the best of today's frameworks" if over == "best" else NAME[over]
-        got = match[0][f"ratio_{over}"] if match else None
-        if got is None:
-            lines.append(f"| {prefix}, {t} thread(s) | ≥ {target:g}x {what} | not measured | missed | |")
-            continue
-        r = match[0]
-        verdict = "met" if got >= target else f"MISSED by {target / got:.2f}x"
-        against = f" ({NAME.get(r['best_framework'], '')})" if over == "best" else ""
-        needed_s = r["chainlet_seconds"] * got / target
-        flops = seconds[(r["workload"], t)]["flops"]
-        needed = fmt_time(needed_s)
-        if flops > 0:
-            needed += f", {flops / needed_s / 1e9:.0f} GFLOP/s = {100 * flops / needed_s / 1e9 / peaks[t]:.0f} % of peak"
-        lines.append(f"| {prefix}, {t} thread(s) | ≥ {target:g}x {what} | {got:.1f}x{against} | {verdict} | "
-                     f"{'' if got >= target else needed} |")
+        got = match[0]["peak_fraction"] if match else None
+        lines.append(f"| {prefix}, {t} thread(s) | ≥ {100 * target:.0f} % of peak | "
+                     + ("not measured | missed |" if got is None else
+                        f"{100 * got:.0f} % | {'met' if got >= target else 'MISSED'} |"))
+    for prefix, t, target in TARGETS_LATENCY:
+        match = [r for r in rows if r["workload"].startswith(prefix) and r["threads"] == t]
+        got = match[0]["chainlet_seconds"] if match else None
+        lines.append(f"| {prefix}, {t} thread(s) | ≤ {fmt_time(target)} | "
+                     + ("not measured | missed |" if got is None else
+                        f"{fmt_time(got)} | {'met' if got <= target else 'MISSED'} |"))
     lines += ["", "What limits the missed targets (the \"needed\" column gives the arithmetic): the tiny-MLP step "
               "is compared with JAX, which compiles the whole step (forward, gradient, Adam) into one XLA program; "
               "3x of it needs chainlet near the FMA peak, while the model's 4-wide input and output layers leave "
@@ -368,6 +407,21 @@ def main():
         "`adam`, torch's `Adam` (foreach on the wheel; torch.compile compiles the model, the optimiser step "
         "stays eager), chainlet's `Adam`). LeNet5 trains without shuffling (contiguous batches of 2048); a "
         "`--quick` run uses 4,096 random images per epoch instead of 60,000 and 2,048 test images instead of 10,000.",
+        "* **The layer kinds of issue 13 and the PINN of issue 14**: GRU = `nn.GRU(4, 32, batch_first=True)` "
+        "over 50 steps, its last output into `Linear(32, 1)` (chainlet `GRU<32>` + `Dense<1>`, PyTorch's gate "
+        "equations and order; JAX `lax.scan` of the same equations), batch 256, MSE, Adam(1e-3), and one "
+        "sequence for inference. Conv1D net = Conv1d(4→16, k 5, padding 2), ReLU, MaxPool1d(2), Conv1d(16→32, "
+        "k 5, padding 2), ReLU, MaxPool1d(2), global average pool, Linear(32, 4) on 256 sequences of 64 steps "
+        "(chainlet channels-last (L, C), PyTorch (C, L), JAX NWC with the pool as reshape + max); its FLOPs "
+        "count only taps on real inputs. PINN = MLP 2→32→32→32→1 tanh on the Poisson problem of "
+        "examples/pinn, 1,024 interior points (u, ∇u, Δu) and 256 boundary points (u), loss mean (Δu + f)² + "
+        "mean u², Adam(1e-3): chainlet's one-pass input derivatives (`derivatives/taylor.hpp`) and their "
+        "hand-written pullback, (Lib)Torch's double backward (`autograd.grad(..., create_graph=True)` for ∇u, "
+        "then once per coordinate for the second derivatives), JAX's jvp of the gradient per coordinate under "
+        "`jit` (the float64 row inside `jax.enable_x64`). Its FLOPs are the matrix products of the pass and "
+        "its pullback (about 55 MFLOP a step), the activation jets not counted; float64 rows are a fraction of "
+        "half the fp32 peak. torch.compile does not run the PINN rows (AOTAutograd refuses double backward; "
+        "the note above quotes the error).",
         "* **Initialisation and data values differ, shapes do not**: PyTorch/LibTorch/ONNX use PyTorch's "
         "default init (ONNX models are exported from PyTorch), JAX the same uniform(±1/√fan_in) drawn by numpy, "
         "chainlet its own `init_params`; inputs are random normal, LeNet5 labels `i mod 10`. None of these "
@@ -387,7 +441,33 @@ def main():
     ]
     with open(os.path.join(outdir, "benchmarks.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
+    readme_table(rows, os.path.join(outdir, "..", "README.md"))
     plots(rows, grid, threads, outdir, any_cpp["cpu"])
+
+
+def readme_table(rows, readme):
+    """Rewrites the README's speed table (between its speed-table markers) with this run's 1-thread rows,
+    the ratio against the best of today's frameworks first."""
+    begin, end = "<!-- speed-table: written by bench/report.py -->", "<!-- /speed-table -->"
+    if not os.path.exists(readme):
+        return
+    text = open(readme).read()
+    if begin not in text or end not in text:
+        print(f"{readme} has no speed-table markers: its table is not updated")
+        return
+    table = ["| workload (1 thread) | chainlet | **vs best of today's** (which) | vs LibTorch 2.13 | vs PyTorch 2.13 best "
+             "| vs JAX | vs ONNX Runtime | vs LibTorch 1.13 | of FMA peak |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["threads"] != 1:
+            continue
+        peak = "—" if r["peak_fraction"] is None else f"{100 * r['peak_fraction']:.0f} %"
+        table.append(f"| {r['workload']} | {fmt_time(r['chainlet_seconds'])} | **{fmt_ratio(r['ratio_best'])}** "
+                     f"({NAME.get(r['best_framework'], '—')}) | {fmt_ratio(r['ratio_libtorch2'])} "
+                     f"| {fmt_ratio(r['ratio_pytorch_best'])} | {fmt_ratio(r['ratio_jax'])} "
+                     f"| {fmt_ratio(r['ratio_onnxruntime'])} | {fmt_ratio(r['ratio_libtorch'])} | {peak} |")
+    head, rest = text.split(begin, 1)
+    with open(readme, "w") as f:
+        f.write(head + begin + "\n" + "\n".join(table) + "\n" + end + rest.split(end, 1)[1])
 
 
 def plots(rows, grid, threads, outdir, cpu):

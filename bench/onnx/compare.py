@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """The ONNX Runtime side of chainlet's benchmarks: the inference workloads of bench/compare.cpp (tiny MLP
-forward on one sample, LeNet5 on 10,000 images (quick: 2048), and the latency grid) on models exported from PyTorch
-(torch.onnx.export, a dynamic batch dimension). Sessions: CPU execution provider, intra_op_num_threads
+forward on one sample, LeNet5 on 10,000 images (quick: 2048), the GRU and the Conv1D net on one sequence,
+and the latency grid) on models exported from PyTorch (torch.onnx.export, a dynamic batch dimension; the
+GRU becomes one ONNX GRU node). Sessions: CPU execution provider, intra_op_num_threads
 = the thread count, inter_op_num_threads = 1, ORT_SEQUENTIAL, all graph optimisations; data in memory,
 warm-up excluded, medians of rounds. The first call (session creation and first run) is recorded
 apart; the export is a one-time, offline step, done in a child process (so torch's thread pool never
 shares this process with ORT's) and reported as such.
 
-    python bench/onnx/compare.py [--quick] --thread-count T --json FILE [--models DIR]
-    python bench/onnx/compare.py --export DIR      (the child: writes tiny_mlp.onnx and lenet5.onnx)
+    python bench/onnx/compare.py [--quick] [--only SUBSTRING] --thread-count T --json FILE [--models DIR]
+    python bench/onnx/compare.py --export DIR      (the child: writes tiny_mlp, lenet5, gru and conv1d .onnx)
 """
 import os
 import subprocess
@@ -20,14 +21,16 @@ import harness  # noqa: E402
 
 
 def export(outdir):
-    """Exports the tiny MLP and LeNet5 of bench/pytorch/compare.py (PyTorch's default init)."""
+    """Exports the models of bench/pytorch/compare.py (PyTorch's default init)."""
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pytorch"))
     import compare as pt  # bench/pytorch/compare.py: the same model definitions
     torch.manual_seed(0)
     os.makedirs(outdir, exist_ok=True)
     for name, model, x in (("tiny_mlp", pt.mlp(harness.TINY), torch.randn(1, 4)),
-                           ("lenet5", pt.lenet5(), torch.randn(1, 1, 28, 28))):
+                           ("lenet5", pt.lenet5(), torch.randn(1, 1, 28, 28)),
+                           ("gru", pt.GruNet(), torch.randn(1, harness.GRU_STEPS, harness.GRU_FEATURES)),
+                           ("conv1d", pt.conv1d_net(), torch.randn(1, harness.CONV1D_CHANNELS, harness.CONV1D_LENGTH))):
         t0 = time.perf_counter()
         torch.onnx.export(model.eval(), (x,), os.path.join(outdir, f"{name}.onnx"), input_names=["x"],
                           output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
@@ -42,7 +45,7 @@ def main():
     ap.add_argument("--models", default=os.path.join("build", "bench", "onnx-models"))
     a = ap.parse_args()
     quick, t = a.quick, a.thread_count
-    paths = {m: os.path.join(a.models, f"{m}.onnx") for m in ("tiny_mlp", "lenet5")}
+    paths = {m: os.path.join(a.models, f"{m}.onnx") for m in ("tiny_mlp", "lenet5", "gru", "conv1d")}
     t0 = time.perf_counter()
     subprocess.run([sys.executable, os.path.abspath(__file__), "--export", a.models], check=True)
     export_seconds = time.perf_counter() - t0
@@ -81,12 +84,17 @@ def main():
     def normal(*shape):
         return rng.standard_normal(shape).astype(np.float32)
 
-    res.row("tiny MLP forward, 1 sample", measure("tiny MLP forward, 1 sample", "tiny_mlp", normal(1, 4)))
-    infer = harness.lenet_inference_name(quick)
-    res.row(infer, measure(infer, "lenet5", normal(harness.lenet_test_images(quick), 1, 28, 28)))
-    for name, model, shape in (("tiny MLP", "tiny_mlp", (4,)), ("LeNet5", "lenet5", (1, 28, 28))):
-        for b in harness.grid_batches(quick):
-            res.grid_point(name, b, measure(name, model, normal(b, *shape), (grid_rounds, grid_target), False))
+    for name, model, shape in (("tiny MLP forward, 1 sample", "tiny_mlp", (1, 4)),
+                               (harness.lenet_inference_name(quick), "lenet5",
+                                (harness.lenet_test_images(quick), 1, 28, 28)),
+                               (harness.GRU_INFER, "gru", (1, harness.GRU_STEPS, harness.GRU_FEATURES)),
+                               (harness.CONV1D_INFER, "conv1d", (1, harness.CONV1D_CHANNELS, harness.CONV1D_LENGTH))):
+        if harness.wanted(a, name):
+            res.row(name, measure(name, model, normal(*shape)))
+    if harness.wanted(a, harness.GRID):
+        for name, model, shape in (("tiny MLP", "tiny_mlp", (4,)), ("LeNet5", "lenet5", (1, 28, 28))):
+            for b in harness.grid_batches(quick):
+                res.grid_point(name, b, measure(name, model, normal(b, *shape), (grid_rounds, grid_target), False))
     res.write(a.json)
 
 
