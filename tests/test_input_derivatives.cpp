@@ -248,8 +248,11 @@ TEST_CASE("jvp: output tangents against finite differences along the direction",
     jvp_matches_finite_differences<SumNet>();
 }
 
-TEST_CASE("input derivatives: float agrees with double", "[derivatives]") {
-    using Net = Mlp2;
+namespace {
+
+template <class Net>
+void float_agrees_with_double() {
+    static_assert(Net::in_size == 2, "the float residual below has the coefficients of test_residual for 2 inputs");
     std::vector<double> p(Net::num_params), g(Net::num_params, 0.0);
     init_params<Net>(p, 2);
     std::vector<float> pf(p.begin(), p.end()), gf(Net::num_params, 0.0f);
@@ -265,6 +268,15 @@ TEST_CASE("input derivatives: float agrees with double", "[derivatives]") {
     const float lf = wf.add_value_and_gradient(pf.data(), gf.data(), xf.data(), n, rf, 1.0f, 1);
     REQUIRE(lf == Approx(ld).epsilon(1e-4));
     REQUIRE(test::max_rel_diff(gf, g) < 1e-4);
+}
+
+}  // namespace
+
+TEST_CASE("input derivatives: float agrees with double", "[derivatives]") {
+    float_agrees_with_double<Mlp2>();
+    float_agrees_with_double<ProductNet>();
+    float_agrees_with_double<SumNet>();
+    float_agrees_with_double<ConcatNet>();
 }
 
 namespace {
