@@ -145,5 +145,10 @@ int main(int argc, char** argv) {
     write_case<Chain<Input<2>, Dense<10, Tanh>,
                      Parallel<Product, Branch<Dense<6, Tanh>>, Branch<Slice<2, 8>, Dense<6, Sigmoid>>>, Dense<1>>>(
         dir, "product", 10, 27);
+    write_case<Chain<Input<3>, Parallel<Product, Branch<Slice<0, 1>, Dense<6, Tanh>>, Branch<Slice<1, 2>, Dense<6, Sigmoid>>,
+                                        Branch<Dense<6, GELU>>>,
+                     Dense<1>>>(dir, "product3", 11, 21);
+    write_case<Chain<Input<2>, Parallel<Dot, Branch<Dense<5, Tanh>>, Branch<Slice<1, 1>, Dense<5, Tanh>>,
+                                        Branch<Dense<5, Softplus>>, Branch<Slice<0, 1>, Dense<5>>>>>(dir, "dot4", 12, 25);
     return 0;
 }

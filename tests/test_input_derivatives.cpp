@@ -82,6 +82,12 @@ using ProductNet = Chain<Input<2>, Parallel<Product, Branch<Dense<4, Tanh>>, Bra
 using SumNet = Chain<Input<2>, Parallel<Sum, Branch<Dense<5, Tanh>, ActivationLayer<Softplus>>,
                                         Branch<Slice<0, 2>, Dense<5, GELU>>, Branch<Dense<5>>>,
                      Residual<Dense<5, Tanh>, Dense<5>>, Dense<2>>;
+// Products of three and four factors (partial products saved, pulled back one factor at a time).
+using Product3Net = Chain<Input<3>, Parallel<Product, Branch<Slice<0, 1>, Dense<4, Tanh>>, Branch<Slice<1, 1>, Dense<4, Sigmoid>>,
+                                             Branch<Slice<2, 1>, Dense<4, GELU>>>,
+                          Dense<1>>;
+using Dot4Net = Chain<Input<2>, Parallel<Dot, Branch<Dense<5, Tanh>>, Branch<Slice<1, 1>, Dense<5, Tanh>>,
+                                         Branch<Dense<5, Softplus>>, Branch<Slice<0, 1>, Dense<5>>>>;
 using ConcatNet = Chain<Input<2>, Residual<Dense<2, Tanh>>,
                         Parallel<Concat, Branch<Dense<4, Tanh>>, Branch<Slice<1, 1>, Dense<3, Sigmoid>>, Branch<Slice<0, 2>>>,
                         ActivationLayer<Tanh>, Dense<1>>;
@@ -191,6 +197,8 @@ TEST_CASE("input derivatives through containers: u, grad u, Hessian diagonal and
     derivatives_match_finite_differences<ProductNet>();
     derivatives_match_finite_differences<SumNet>();
     derivatives_match_finite_differences<ConcatNet>();
+    derivatives_match_finite_differences<Product3Net>();
+    derivatives_match_finite_differences<Dot4Net>();
 }
 
 TEST_CASE("input derivatives through containers: parameter gradient of a residual loss against finite differences",
@@ -200,6 +208,8 @@ TEST_CASE("input derivatives through containers: parameter gradient of a residua
     parameter_gradient_matches_finite_differences<ProductNet>();
     parameter_gradient_matches_finite_differences<SumNet>();
     parameter_gradient_matches_finite_differences<ConcatNet>();
+    parameter_gradient_matches_finite_differences<Product3Net>();
+    parameter_gradient_matches_finite_differences<Dot4Net>();
 }
 
 TEST_CASE("input derivatives: parameter gradient of a residual loss against finite differences", "[derivatives]") {
@@ -246,6 +256,7 @@ TEST_CASE("jvp: output tangents against finite differences along the direction",
     jvp_matches_finite_differences<Mlp3>();
     jvp_matches_finite_differences<DeepONet>();
     jvp_matches_finite_differences<SumNet>();
+    jvp_matches_finite_differences<Product3Net>();
 }
 
 namespace {
@@ -277,6 +288,7 @@ TEST_CASE("input derivatives: float agrees with double", "[derivatives]") {
     float_agrees_with_double<ProductNet>();
     float_agrees_with_double<SumNet>();
     float_agrees_with_double<ConcatNet>();
+    float_agrees_with_double<Dot4Net>();
 }
 
 namespace {
@@ -306,6 +318,9 @@ TEST_CASE("input derivatives: the same bits on 1 and 2 threads, several groups o
                                        Dense<1>>>();
     same_bits_on_1_and_2_threads<Chain<Input<2>, Parallel<Dot, Branch<Slice<0, 1>, Dense<8, Tanh>, Dense<6>>,
                                                           Branch<Slice<1, 1>, Dense<8, Tanh>, Dense<6, Tanh>>>>>();
+    same_bits_on_1_and_2_threads<Chain<Input<2>, Parallel<Product, Branch<Dense<8, Tanh>>, Branch<Dense<8, GELU>>,
+                                                          Branch<Slice<1, 1>, Dense<8, Sigmoid>>>,
+                                       Dense<1>>>();
 }
 
 namespace {

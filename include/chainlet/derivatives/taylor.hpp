@@ -18,7 +18,7 @@
 // The pass walks the chain layer by layer, each layer kind by its own jet rule (detail::TaylorRule
 // below, recursively through containers): Dense (above), ActivationLayer (Dense's activation rule with
 // z = x), Slice (every column selects), Residual (every column adds), Parallel with Concat (columns
-// concatenate), Sum (columns add), and Product and Dot of two branches (Leibniz:
+// concatenate), Sum (columns add), Product and Dot (Leibniz, one factor at a time:
 //   y = a b,  y_i = a_i b + a b_i,  y_S = a_S b + 2 sum_{i in S} a_i b_i + a b_S).
 // Any other layer (convolutions, pooling, normalisation, recurrent, Dropout ...) fails to compile with
 // one static_assert; the "required from" line names it.
@@ -255,8 +255,8 @@ template <class B>
 struct TaylorRule {
     static_assert(always_false<B>,
                   "chainlet: the input-derivative pass (derivatives/taylor.hpp) goes through Dense, ActivationLayer, "
-                  "Slice, Residual and Parallel (Concat, Sum; Product and Dot of two branches) only; the layer in "
-                  "the \"required from\" line is not one of them");
+                  "Slice, Residual and Parallel (Concat, Sum, Product, Dot) only; the layer in the \"required from\" "
+                  "line is not one of them");
     static constexpr std::size_t saved = 0, scratch = 0;
     template <class T>
     static void forward(const T*, const T*, T*, T*, std::size_t, const JetColumns&) {}
@@ -473,24 +473,31 @@ void jet_product_pullback(const T* b, const T* ybar, T* abar, std::size_t m, con
 }
 
 // Parallel: every branch reads x's columns. Concat: the branches' columns side by side (each branch
-// writes its block of y). Sum: y_c = sum_b o_b,c. Product (two branches): jet_product per feature.
-// Dot (two branches): y = sum_k jet_product(o_0[k], o_1[k]).
-// Pullback: branch b's cotangent is ybar's block (Concat), a copy of ybar (Sum), or jet_product_pullback
-// from the other branch's output and ybar (Product; Dot with the one ybar for every feature); the
-// branches' input cotangents add up (the first writes xbar, the others a scratch block added to it).
-// Saved: the branch outputs (not for Concat), then each branch's saved block. Scratch: a branch's
-// cotangent (not for Concat), the input cotangent of a later branch, the largest branch scratch.
+// writes its block of y). Sum: y_c = sum_b o_b,c. Product: the jet products, one factor after the other,
+// P_0 = o_0, P_b = jet_product(P_{b-1}, o_b), y = P_{B-1}, per feature. Dot: the same, with the last
+// product summed over the features.
+// Pullback: branch b's cotangent is ybar's block (Concat) or a copy of ybar (Sum). Product and Dot go
+// backwards through the products, Pbar_{B-1} = ybar (Dot: the one ybar for every feature), then for
+// b = B-1 .. 1:  obar_b = jet_product_pullback(P_{b-1}, Pbar_b),  Pbar_{b-1} = jet_product_pullback(o_b,
+// Pbar_b); and obar_0 = Pbar_0. Each branch is pulled back as soon as its cotangent is known (last
+// branch first). The branches' input cotangents add up (the first pulled back writes xbar, the others
+// a scratch block added to it).
+// Saved: the branch outputs (not for Concat), the partial products P_1 .. P_{B-2} (Product, Dot), then
+// each branch's saved block. Scratch: a branch's cotangent (not for Concat), two Pbar buffers (Product,
+// Dot), the input cotangent of a later branch, the largest branch scratch.
 template <class Combine, class... Branches, class B>
 struct TaylorRuleOf<Parallel<Combine, Branches...>, B> {
     static constexpr std::size_t NB = sizeof...(Branches);
-    static constexpr bool concat = std::is_same_v<Combine, Concat>, sum = std::is_same_v<Combine, Sum>,
-                          dot = std::is_same_v<Combine, Dot>;
-    static_assert(concat || sum || NB == 2,
-                  "chainlet: the input-derivative pass (derivatives/taylor.hpp) takes Parallel<Product, ...> and "
-                  "Parallel<Dot, ...> with two branches only");
+    static constexpr bool concat = std::is_same_v<Combine, Concat>, dot = std::is_same_v<Combine, Dot>;
+    // A Product of one branch is its output, as a Sum of one.
+    static constexpr bool additive = std::is_same_v<Combine, Sum> || (std::is_same_v<Combine, Product> && NB == 1);
+    static constexpr bool products = !concat && !additive;
+    static constexpr std::size_t Fo = B::width[0];  // the branch width (Sum, Product, Dot)
     template <std::size_t I>
     using rule = TaylorRule<typename B::template branch<I>>;
-    static constexpr std::size_t outputs_saved = concat ? 0 : B::out_offset[NB];
+    static constexpr std::size_t num_partials = products ? NB - 2 : 0;
+    static constexpr std::size_t partials_offset = concat ? 0 : B::out_offset[NB];
+    static constexpr std::size_t outputs_saved = partials_offset + num_partials * Fo;
     static constexpr auto saved_offset = []<std::size_t... I>(std::index_sequence<I...>) {
         const std::array<std::size_t, NB> own = {rule<I>::saved...};
         std::array<std::size_t, NB + 1> o{};
@@ -499,7 +506,7 @@ struct TaylorRuleOf<Parallel<Combine, Branches...>, B> {
         return o;
     }(std::make_index_sequence<NB>{});
     static constexpr std::size_t saved = saved_offset[NB];
-    static constexpr std::size_t cotangent_size = concat ? 0 : B::width[0];
+    static constexpr std::size_t cotangent_size = concat ? 0 : products ? 3 * Fo : Fo;
     static constexpr std::size_t dx_size = NB > 1 ? B::in_size : 0;
     static constexpr std::size_t scratch = []<std::size_t... I>(std::index_sequence<I...>) {
         return cotangent_size + dx_size + std::max({rule<I>::scratch...});
@@ -509,50 +516,75 @@ struct TaylorRuleOf<Parallel<Combine, Branches...>, B> {
     static T* output(T* y, T* sv, std::size_t N) {
         return (concat ? y : sv) + B::out_offset[I] * N;
     }
+    // P_b (P_0 = o_0).
+    template <class T>
+    static T* partial(T* sv, std::size_t b, std::size_t N) {
+        return b == 0 ? sv : sv + (partials_offset + (b - 1) * Fo) * N;
+    }
 
     template <class T>
     static void forward(const T* p, const T* x, T* y, T* sv, std::size_t m, const JetColumns& cols) {
-        const std::size_t N = cols.C * m, Fo = B::width[0];
+        const std::size_t N = cols.C * m;
         [&]<std::size_t... I>(std::index_sequence<I...>) {
             (rule<I>::forward(p + B::param_offset[I], x, output<I>(y, sv, N), sv + saved_offset[I] * N, m, cols), ...);
         }(std::make_index_sequence<NB>{});
         if constexpr (concat) {
             // the branches wrote their blocks of y
-        } else if constexpr (sum) {
+        } else if constexpr (additive) {
             std::copy_n(sv, Fo * N, y);
             for (std::size_t b = 1; b < NB; ++b) kernels::add_to(y, static_cast<const T*>(sv + B::out_offset[b] * N), Fo * N);
-        } else if constexpr (dot) {
-            std::fill_n(y, N, T(0));
-            for (std::size_t k = 0; k < Fo; ++k) jet_product<true>(sv + k * N, sv + (Fo + k) * N, y, m, cols);
         } else {
-            for (std::size_t k = 0; k < Fo; ++k) jet_product<false>(sv + k * N, sv + (Fo + k) * N, y + k * N, m, cols);
+            for (std::size_t b = 1; b < NB; ++b) {
+                const T* left = partial(sv, b - 1, N);
+                const T* right = sv + B::out_offset[b] * N;
+                if (b + 1 < NB || !dot) {
+                    T* dest = b + 1 < NB ? partial(sv, b, N) : y;
+                    for (std::size_t k = 0; k < Fo; ++k) jet_product<false>(left + k * N, right + k * N, dest + k * N, m, cols);
+                } else {
+                    std::fill_n(y, N, T(0));
+                    for (std::size_t k = 0; k < Fo; ++k) jet_product<true>(left + k * N, right + k * N, y, m, cols);
+                }
+            }
         }
     }
 
     template <class T>
     static void pullback(const T* p, T* g, const T* x, const T* sv, T* scr, T* ybar, T* xbar, std::size_t m,
                          const JetColumns& cols) {
-        const std::size_t N = cols.C * m, Fo = B::width[0];
+        const std::size_t N = cols.C * m;
         T* const cotangent = scr;
+        T* const pbar_buf[2] = {scr + Fo * N, scr + 2 * Fo * N};  // Product, Dot
         T* const branch_dx = scr + cotangent_size * N;
         T* const branch_scratch = branch_dx + dx_size * N;
-        [&]<std::size_t... I>(std::index_sequence<I...>) {
+        T* const sv_mut = const_cast<T*>(sv);  // read only
+        [&]<std::size_t... R>(std::index_sequence<R...>) {
             (([&] {
+                 constexpr std::size_t I = products ? NB - 1 - R : R;  // products: last branch first
                  T* dyb = cotangent;
                  if constexpr (concat) {
                      dyb = ybar + B::out_offset[I] * N;
-                 } else if constexpr (sum) {
+                 } else if constexpr (additive) {
                      std::copy_n(ybar, Fo * N, dyb);
                  } else {
-                     const T* other = sv + B::out_offset[1 - I] * N;
-                     for (std::size_t k = 0; k < Fo; ++k)
-                         jet_product_pullback(other + k * N, static_cast<const T*>(ybar + (dot ? 0 : k * N)),
-                                              dyb + k * N, m, cols);
+                     // Pbar_I: ybar (for Dot one feature, read for every k), or the buffer the step above wrote
+                     const T* pbar = I == NB - 1 ? ybar : pbar_buf[I % 2];
+                     const std::size_t stride = I == NB - 1 && dot ? 0 : N;
+                     if constexpr (I >= 1) {
+                         const T* left = partial(sv_mut, I - 1, N);
+                         const T* own = sv + B::out_offset[I] * N;
+                         T* next = pbar_buf[(I - 1) % 2];
+                         for (std::size_t k = 0; k < Fo; ++k) {
+                             jet_product_pullback(left + k * N, pbar + k * stride, dyb + k * N, m, cols);
+                             jet_product_pullback(own + k * N, pbar + k * stride, next + k * N, m, cols);
+                         }
+                     } else {
+                         dyb = pbar_buf[0];  // obar_0 = Pbar_0
+                     }
                  }
-                 T* dxb = !xbar ? nullptr : I == 0 ? xbar : branch_dx;
+                 T* dxb = !xbar ? nullptr : R == 0 ? xbar : branch_dx;
                  rule<I>::pullback(p + B::param_offset[I], g + B::param_offset[I], x, sv + saved_offset[I] * N,
                                    branch_scratch, dyb, dxb, m, cols);
-                 if (xbar && I > 0) kernels::add_to(xbar, static_cast<const T*>(branch_dx), B::in_size * N);
+                 if (xbar && R > 0) kernels::add_to(xbar, static_cast<const T*>(branch_dx), B::in_size * N);
              }()),
              ...);
         }(std::make_index_sequence<NB>{});
