@@ -391,8 +391,20 @@ TEST_CASE("hvp: parameter Hessian-vector product against finite differences of t
     hvp_matches_finite_differences<Mlp1>(7, 1);
 }
 
-TEST_CASE("hvp: the same bits on 1 and 2 threads", "[derivatives][hvp][repro]") {
-    using Net = Mlp3;
+TEST_CASE("hvp through containers: against finite differences of the gradient", "[derivatives][hvp][containers]") {
+    hvp_matches_finite_differences<ResNet>(50, 1);
+    hvp_matches_finite_differences<DeepONet>(300, 2);
+    hvp_matches_finite_differences<ProductNet>(40, 1);
+    hvp_matches_finite_differences<SumNet>(40, 1);
+    hvp_matches_finite_differences<ConcatNet>(40, 1);
+    hvp_matches_finite_differences<Product3Net>(40, 1);
+    hvp_matches_finite_differences<Dot4Net>(40, 1);
+}
+
+namespace {
+
+template <class Net>
+void hvp_same_bits_on_1_and_2_threads() {
     constexpr std::size_t P = Net::num_params;
     const std::size_t n = 3000;
     std::vector<float> p(P), v = test::random_vector<float>(P, 1), h1(P), h2(P);
@@ -402,4 +414,12 @@ TEST_CASE("hvp: the same bits on 1 and 2 threads", "[derivatives][hvp][repro]") 
     ws.hvp(p.data(), v.data(), nullptr, h1.data(), x.data(), t.data(), n, SquaredError{}, 1);
     ws.hvp(p.data(), v.data(), nullptr, h2.data(), x.data(), t.data(), n, SquaredError{}, 2);
     REQUIRE(h1 == h2);
+}
+
+}  // namespace
+
+TEST_CASE("hvp: the same bits on 1 and 2 threads", "[derivatives][hvp][repro]") {
+    hvp_same_bits_on_1_and_2_threads<Mlp3>();
+    hvp_same_bits_on_1_and_2_threads<DeepONet>();
+    hvp_same_bits_on_1_and_2_threads<Dot4Net>();
 }
