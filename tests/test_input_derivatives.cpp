@@ -1,7 +1,9 @@
 // The input-derivative pass (derivatives/taylor.hpp) and the activations' jets it needs: every
 // derivative against finite differences in double, the SIMD form against the scalar form on odd
 // lengths, the parameter gradient of a residual loss against finite differences, float against double,
-// the same bits on 1 and 2 threads, no allocation inside a training step.
+// the same bits on 1 and 2 threads, no allocation inside a training step; on MLPs and on chains with
+// containers (Residual, Slice, Parallel of every combine, ActivationLayer). The parameter Hessian-vector
+// product (derivatives/hvp.hpp) against finite differences of the gradient, on the same chains.
 #include <catch2/catch.hpp>
 
 #include <cmath>
