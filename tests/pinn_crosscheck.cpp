@@ -2,8 +2,10 @@
 // (one file per case) for tests/pinn_crosscheck.py, which recomputes them with PyTorch autograd
 // (double backward). Usage: pinn_crosscheck <out dir>
 //
-// Each case: the layers (in, out, activation, bias), the parameters in chainlet's layout (per layer
-// W[i * out + o], then b), the inputs (n x in), the outputs u, du/dx_i, d2u/dx_i^2 for every i and the
+// Each case: the layers as a tree ({"type": "dense", in, out, activation, bias}, {"type": "activation",
+// activation}, {"type": "slice", first, count}, {"type": "residual", layers}, {"type": "parallel",
+// combine, branches: [layers...]}), the parameters in chainlet's layout (in the order of the tree; a
+// Dense layer W[i * out + o], then b), the inputs (n x in), the outputs u, du/dx_i, d2u/dx_i^2 for every i and the
 // Laplacian, the residual's coefficients, its loss and the parameter gradient.
 #include <cmath>
 #include <cstdio>
@@ -21,6 +23,55 @@ using namespace chainlet;
 using json = nlohmann::json;
 
 namespace {
+
+template <class B>
+json describe_layer();
+
+template <class S>
+json describe_sequence() {
+    json layers = json::array();
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (layers.push_back(describe_layer<typename S::template layer<I>>()), ...);
+    }(std::make_index_sequence<S::num_layers>{});
+    return layers;
+}
+
+template <class LayerType, class B>
+struct Describe;
+template <class... Layers, class B>
+struct Describe<Residual<Layers...>, B> {
+    static json get() { return {{"type", "residual"}, {"layers", describe_sequence<typename B::inner>()}}; }
+};
+template <class Combine, class... Branches, class B>
+struct Describe<Parallel<Combine, Branches...>, B> {
+    static json get() {
+        json branches = json::array();
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            (branches.push_back(describe_sequence<typename B::template branch<I>>()), ...);
+        }(std::make_index_sequence<sizeof...(Branches)>{});
+        return {{"type", "parallel"}, {"combine", Combine::name}, {"branches", branches}};
+    }
+};
+template <std::size_t First, std::size_t Count, class B>
+struct Describe<Slice<First, Count>, B> {
+    static json get() { return {{"type", "slice"}, {"first", First}, {"count", Count}}; }
+};
+template <class Act, class B>
+struct Describe<ActivationLayer<Act>, B> {
+    static json get() { return {{"type", "activation"}, {"activation", Act::name}}; }
+};
+
+template <class B>
+json describe_layer() {
+    if constexpr (TaylorDense<B>)
+        return {{"type", "dense"},
+                {"in", B::in_size},
+                {"out", B::out_size},
+                {"activation", B::activation::name},
+                {"bias", B::has_bias}};
+    else
+        return Describe<typename B::layer_type, B>::get();
+}
 
 template <class Net>
 void write_case(const std::string& dir, const std::string& name, std::uint64_t seed, std::size_t n) {
@@ -48,17 +99,10 @@ void write_case(const std::string& dir, const std::string& name, std::uint64_t s
     const auto r = linear_residual<double>(b, c, [](const double* q, std::size_t) { return std::sin(q[0]); }, a);
     const double loss = ws.add_value_and_gradient(p.data(), g.data(), x.data(), n, r, 1.0, 1);
 
-    json layers = json::array();
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-        ((layers.push_back({{"in", Net::width[I]},
-                            {"out", Net::width[I + 1]},
-                            {"activation", Net::template layer<I>::activation::name},
-                            {"bias", Net::template layer<I>::has_bias}})),
-         ...);
-    }(std::make_index_sequence<Net::num_layers>{});
     json j;
     j["name"] = name;
-    j["layers"] = layers;
+    j["layers"] = describe_sequence<typename Net::sequence>();
+    j["inputs"] = F;
     j["params"] = p;
     j["x"] = x;
     j["n"] = n;
@@ -89,5 +133,22 @@ int main(int argc, char** argv) {
         dir, "deep_mixed", 4, 41);
     write_case<Chain<Input<2>, Dense<20, ReLU>, Dense<10, Tanh>, Dense<1>>>(dir, "relu_tanh", 5, 25);
     write_case<Chain<Input<2>, Dense<1, Tanh>>>(dir, "single_layer", 6, 17);
+    // containers (the input-derivative pass goes through them)
+    write_case<Chain<Input<3>, Dense<8, Tanh>, Residual<Dense<8, Tanh>>, Dense<1>>>(dir, "residual", 7, 29);
+    write_case<Chain<Input<3>, Parallel<Dot, Branch<Slice<0, 1>, Dense<12, Tanh>, Dense<8>>,
+                                        Branch<Slice<1, 2>, Dense<12, GELU>, Residual<Dense<12, Tanh>>, Dense<8, Tanh>>>>>(
+        dir, "deeponet_dot", 8, 31);
+    write_case<Chain<Input<2>, Residual<Dense<2, Softplus>>,
+                     Parallel<Concat, Branch<Dense<6, Tanh>>, Branch<Slice<1, 1>, Dense<5, Sigmoid>>, Branch<Slice<0, 2>>>,
+                     ActivationLayer<Tanh>, Parallel<Sum, Branch<Dense<4, GELU>>, Branch<Dense<4>, ActivationLayer<Softplus>>>,
+                     Dense<2>>>(dir, "concat_sum", 9, 23);
+    write_case<Chain<Input<2>, Dense<10, Tanh>,
+                     Parallel<Product, Branch<Dense<6, Tanh>>, Branch<Slice<2, 8>, Dense<6, Sigmoid>>>, Dense<1>>>(
+        dir, "product", 10, 27);
+    write_case<Chain<Input<3>, Parallel<Product, Branch<Slice<0, 1>, Dense<6, Tanh>>, Branch<Slice<1, 2>, Dense<6, Sigmoid>>,
+                                        Branch<Dense<6, GELU>>>,
+                     Dense<1>>>(dir, "product3", 11, 21);
+    write_case<Chain<Input<2>, Parallel<Dot, Branch<Dense<5, Tanh>>, Branch<Slice<1, 1>, Dense<5, Tanh>>,
+                                        Branch<Dense<5, Softplus>>, Branch<Slice<0, 1>, Dense<5>>>>>(dir, "dot4", 12, 25);
     return 0;
 }

@@ -3,7 +3,8 @@
 
   pinn_crosscheck.py <path to the pinn_crosscheck program> <work dir>
 
-Per case (tests/pinn_crosscheck.cpp) the MLP is rebuilt in float64 PyTorch; u, du/dx_i (autograd.grad
+Per case (tests/pinn_crosscheck.cpp) the network (Dense layers, standalone activations, Slice, Residual,
+Parallel; python/chainlet_torch.py's modules) is rebuilt in float64 PyTorch; u, du/dx_i (autograd.grad
 with create_graph=True), d2u/dx_i^2 (grad of the first derivatives) and the Laplacian, then the residual
 loss mean_s (a u + sum_i b_i u_i + sum_i c_i u_ii + c_lap Lap u - sin x_0)^2 on output 0 and its parameter
 gradient by backward through that graph, must agree with chainlet's to 1e-9 relative
@@ -15,8 +16,12 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
 try:
     import torch
+    from torch import nn
+    from chainlet_torch import Parallel, Residual, Slice
 except ImportError as e:
     print(f"SKIP: the PINN cross-check needs torch in {sys.executable}: {e}")
     sys.exit(77)
@@ -38,29 +43,63 @@ def rel(a, b):
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-300))
 
 
+class Func(nn.Module):
+    def __init__(self, f):
+        super().__init__()
+        self.f = f
+
+    def forward(self, x):
+        return self.f(x)
+
+
+def dense(w, b, act):
+    return Func(lambda h: act(h @ w + b if b is not None else h @ w))
+
+
+def build(layers, flat, off, params):
+    """nn.Sequential of the layer tree; consumes chainlet's flat parameters in order, appends the tensors
+    (W as (in, out), chainlet's W[i * out + o], and b) to params."""
+    mods = []
+    for layer in layers:
+        kind = layer["type"]
+        if kind == "dense":
+            i, o = layer["in"], layer["out"]
+            w = torch.tensor(flat[off:off + i * o], dtype=torch.float64).reshape(i, o).requires_grad_()
+            off += i * o
+            params.append(w)
+            b = None
+            if layer["bias"]:
+                b = torch.tensor(flat[off:off + o], dtype=torch.float64).requires_grad_()
+                off += o
+                params.append(b)
+            mods.append(dense(w, b, ACT[layer["activation"]]))
+        elif kind == "activation":
+            mods.append(Func(ACT[layer["activation"]]))
+        elif kind == "slice":
+            mods.append(Slice(layer["first"], layer["count"]))
+        elif kind == "residual":
+            inner, off = build(layer["layers"], flat, off, params)
+            mods.append(Residual(*inner))
+        elif kind == "parallel":
+            branches = []
+            for br in layer["branches"]:
+                seq, off = build(br, flat, off, params)
+                branches.append(seq)
+            mods.append(Parallel(layer["combine"], *branches))
+        else:
+            raise ValueError(f"unknown layer {kind}")
+    return nn.Sequential(*mods), off
+
+
 def check(case):
     torch.manual_seed(0)
-    params, off = [], 0
     flat = case["params"]
-    for layer in case["layers"]:
-        i, o = layer["in"], layer["out"]
-        w = torch.tensor(flat[off:off + i * o], dtype=torch.float64).reshape(i, o).requires_grad_()  # W[i*out+o]
-        off += i * o
-        b = None
-        if layer["bias"]:
-            b = torch.tensor(flat[off:off + o], dtype=torch.float64).requires_grad_()
-            off += o
-        params.append((w, b, ACT[layer["activation"]]))
+    flat_params = []
+    net, off = build(case["layers"], flat, 0, flat_params)
     assert off == len(flat)
-    n, F, O, C = case["n"], case["layers"][0]["in"], case["outputs"], case["columns"]
+    n, F, O, C = case["n"], case["inputs"], case["outputs"], case["columns"]
     x = torch.tensor(case["x"], dtype=torch.float64).reshape(n, F).requires_grad_()
-    h = x
-    for w, b, act in params:
-        h = h @ w
-        if b is not None:
-            h = h + b
-        h = act(h)
-    u = h  # n x O
+    u = net(x)  # n x O
     cols = torch.zeros(n, O, C, dtype=torch.float64)
     keep = []
     for o in range(O):
@@ -88,7 +127,6 @@ def check(case):
         r = r + res["b"][i] * du[:, i] + res["c"][i] * second[i]
     r = r + res["c"][F] * lap
     loss = (r * r).mean()
-    flat_params = [t for w, b, _ in params for t in ((w, b) if b is not None else (w,))]
     grads = torch.autograd.grad(loss, flat_params)
     g = torch.cat([t.flatten() for t in grads])  # W as (in, out) row-major is chainlet's W[i*out+o]
     worst["loss"] = rel(case["loss"], loss.detach())

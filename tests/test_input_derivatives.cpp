@@ -1,7 +1,9 @@
 // The input-derivative pass (derivatives/taylor.hpp) and the activations' jets it needs: every
 // derivative against finite differences in double, the SIMD form against the scalar form on odd
 // lengths, the parameter gradient of a residual loss against finite differences, float against double,
-// the same bits on 1 and 2 threads, no allocation inside a training step.
+// the same bits on 1 and 2 threads, no allocation inside a training step; on MLPs and on chains with
+// containers (Residual, Slice, Parallel of every combine, ActivationLayer). The parameter Hessian-vector
+// product (derivatives/hvp.hpp) against finite differences of the gradient, on the same chains.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -71,6 +73,26 @@ T net_value(const std::vector<T>& p, std::vector<T> x, std::size_t output = 0) {
 using Mlp2 = Chain<Input<2>, Dense<8, Tanh>, Dense<6, GELU>, Dense<1>>;
 using Mlp3 = Chain<Input<3>, Dense<5, Softplus>, Dense<7, Sigmoid>, DenseNoBias<4, Tanh>, Dense<2, Identity>>;
 using Mlp1 = Chain<Input<1>, Dense<9, GELU>, Dense<1, Tanh>>;
+// Containers: a residual block; a DeepONet (Dot of a branch net on x_0 and a trunk net on x_1, x_2, the
+// trunk with a residual block inside); a Product and a Sum of branches with Slice and ActivationLayer;
+// a Concat after a residual block on the input (its input cotangent is not wanted).
+using ResNet = Chain<Input<3>, Dense<8, Tanh>, Residual<Dense<8, Tanh>>, Dense<1>>;
+using DeepONet = Chain<Input<3>, Parallel<Dot, Branch<Slice<0, 1>, Dense<6, Tanh>, Dense<5>>,
+                                          Branch<Slice<1, 2>, Dense<6, GELU>, Residual<Dense<6, Tanh>>, Dense<5, Tanh>>>>;
+using ProductNet = Chain<Input<2>, Parallel<Product, Branch<Dense<4, Tanh>>, Branch<Slice<1, 1>, Dense<4, Sigmoid>>>,
+                         Dense<1>>;
+using SumNet = Chain<Input<2>, Parallel<Sum, Branch<Dense<5, Tanh>, ActivationLayer<Softplus>>,
+                                        Branch<Slice<0, 2>, Dense<5, GELU>>, Branch<Dense<5>>>,
+                     Residual<Dense<5, Tanh>, Dense<5>>, Dense<2>>;
+// Products of three and four factors (partial products saved, pulled back one factor at a time).
+using Product3Net = Chain<Input<3>, Parallel<Product, Branch<Slice<0, 1>, Dense<4, Tanh>>, Branch<Slice<1, 1>, Dense<4, Sigmoid>>,
+                                             Branch<Slice<2, 1>, Dense<4, GELU>>>,
+                          Dense<1>>;
+using Dot4Net = Chain<Input<2>, Parallel<Dot, Branch<Dense<5, Tanh>>, Branch<Slice<1, 1>, Dense<5, Tanh>>,
+                                         Branch<Dense<5, Softplus>>, Branch<Slice<0, 1>, Dense<5>>>>;
+using ConcatNet = Chain<Input<2>, Residual<Dense<2, Tanh>>,
+                        Parallel<Concat, Branch<Dense<4, Tanh>>, Branch<Slice<1, 1>, Dense<3, Sigmoid>>, Branch<Slice<0, 2>>>,
+                        ActivationLayer<Tanh>, Dense<1>>;
 
 // u, grad u and the diagonal Hessian entries from the pass, against central differences of the forward pass.
 template <class Net>
@@ -98,12 +120,16 @@ void derivatives_match_finite_differences() {
             REQUIRE(got[0] == Approx(u).epsilon(1e-13).margin(1e-13));
             double lap = 0;
             for (std::size_t i = 0; i < F; ++i) {
-                auto up = xs, down = xs;
+                auto up = xs, down = xs, up2 = xs, down2 = xs;
                 up[i] += h;
                 down[i] -= h;
+                up2[i] += 2 * h;
+                down2[i] -= 2 * h;
                 const double fu = net_value<Net>(p, up, o), fd = net_value<Net>(p, down, o);
+                // fourth-order central difference (the products of a Parallel have larger third derivatives)
+                const double first = (8 * (fu - fd) - (net_value<Net>(p, up2, o) - net_value<Net>(p, down2, o))) / (12 * h);
                 INFO("sample " << s << " output " << o << " coordinate " << i);
-                REQUIRE(got[1 + i] == Approx((fu - fd) / (2 * h)).epsilon(1e-6).margin(1e-8));
+                REQUIRE(got[1 + i] == Approx(first).epsilon(1e-6).margin(1e-8));
                 const double second = (fu - 2 * u + fd) / (h * h);
                 REQUIRE(got[1 + F + i] == Approx(second).epsilon(1e-4).margin(1e-5));
                 lap += got[1 + F + i];
@@ -166,14 +192,38 @@ TEST_CASE("input derivatives: u, grad u, Hessian diagonal and Laplacian against 
     derivatives_match_finite_differences<Mlp1>();
 }
 
+TEST_CASE("input derivatives through containers: u, grad u, Hessian diagonal and Laplacian against finite differences",
+          "[derivatives][containers]") {
+    derivatives_match_finite_differences<ResNet>();
+    derivatives_match_finite_differences<DeepONet>();
+    derivatives_match_finite_differences<ProductNet>();
+    derivatives_match_finite_differences<SumNet>();
+    derivatives_match_finite_differences<ConcatNet>();
+    derivatives_match_finite_differences<Product3Net>();
+    derivatives_match_finite_differences<Dot4Net>();
+}
+
+TEST_CASE("input derivatives through containers: parameter gradient of a residual loss against finite differences",
+          "[derivatives][containers]") {
+    parameter_gradient_matches_finite_differences<ResNet>();
+    parameter_gradient_matches_finite_differences<DeepONet>();
+    parameter_gradient_matches_finite_differences<ProductNet>();
+    parameter_gradient_matches_finite_differences<SumNet>();
+    parameter_gradient_matches_finite_differences<ConcatNet>();
+    parameter_gradient_matches_finite_differences<Product3Net>();
+    parameter_gradient_matches_finite_differences<Dot4Net>();
+}
+
 TEST_CASE("input derivatives: parameter gradient of a residual loss against finite differences", "[derivatives]") {
     parameter_gradient_matches_finite_differences<Mlp2>();
     parameter_gradient_matches_finite_differences<Mlp3>();
     parameter_gradient_matches_finite_differences<Mlp1>();
 }
 
-TEST_CASE("jvp: output tangents against finite differences along the direction", "[derivatives]") {
-    using Net = Mlp3;
+namespace {
+
+template <class Net>
+void jvp_matches_finite_differences() {
     constexpr std::size_t F = Net::in_size, O = Net::out_size;
     std::vector<double> p(Net::num_params);
     init_params<Net>(p, 3);
@@ -186,21 +236,36 @@ TEST_CASE("jvp: output tangents against finite differences along the direction",
     for (std::size_t s = 0; s < n; ++s)
         for (std::size_t i = 0; i < D; ++i)
             for (std::size_t o = 0; o < O; ++o) {
-                std::vector<double> xs(F), up(F), down(F);
+                std::vector<double> xs(F), up(F), down(F), up2(F), down2(F);
                 for (std::size_t f = 0; f < F; ++f) {
                     xs[f] = x[s * F + f];
                     up[f] = xs[f] + h * v[(s * D + i) * F + f];
                     down[f] = xs[f] - h * v[(s * D + i) * F + f];
+                    up2[f] = xs[f] + 2 * h * v[(s * D + i) * F + f];
+                    down2[f] = xs[f] - 2 * h * v[(s * D + i) * F + f];
                 }
                 const double u = net_value<Net>(p, xs, o), fu = net_value<Net>(p, up, o), fd = net_value<Net>(p, down, o);
+                const double first = (8 * (fu - fd) - (net_value<Net>(p, up2, o) - net_value<Net>(p, down2, o))) / (12 * h);
                 REQUIRE(y[s * O + o] == Approx(u).epsilon(1e-13).margin(1e-13));
-                REQUIRE(ydot[(s * D + i) * O + o] == Approx((fu - fd) / (2 * h)).epsilon(1e-6).margin(1e-8));
+                REQUIRE(ydot[(s * D + i) * O + o] == Approx(first).epsilon(1e-6).margin(1e-8));
                 REQUIRE(d2[(s * 2 + i) * O + o] == Approx((fu - 2 * u + fd) / (h * h)).epsilon(1e-4).margin(1e-5));
             }
 }
 
-TEST_CASE("input derivatives: float agrees with double", "[derivatives]") {
-    using Net = Mlp2;
+}  // namespace
+
+TEST_CASE("jvp: output tangents against finite differences along the direction", "[derivatives]") {
+    jvp_matches_finite_differences<Mlp3>();
+    jvp_matches_finite_differences<DeepONet>();
+    jvp_matches_finite_differences<SumNet>();
+    jvp_matches_finite_differences<Product3Net>();
+}
+
+namespace {
+
+template <class Net>
+void float_agrees_with_double() {
+    static_assert(Net::in_size == 2, "the float residual below has the coefficients of test_residual for 2 inputs");
     std::vector<double> p(Net::num_params), g(Net::num_params, 0.0);
     init_params<Net>(p, 2);
     std::vector<float> pf(p.begin(), p.end()), gf(Net::num_params, 0.0f);
@@ -218,8 +283,20 @@ TEST_CASE("input derivatives: float agrees with double", "[derivatives]") {
     REQUIRE(test::max_rel_diff(gf, g) < 1e-4);
 }
 
-TEST_CASE("input derivatives: the same bits on 1 and 2 threads, several groups of chunks", "[derivatives][repro]") {
-    using Net = Chain<Input<2>, Dense<32, Tanh>, Dense<32, Tanh>, Dense<1>>;
+}  // namespace
+
+TEST_CASE("input derivatives: float agrees with double", "[derivatives]") {
+    float_agrees_with_double<Mlp2>();
+    float_agrees_with_double<ProductNet>();
+    float_agrees_with_double<SumNet>();
+    float_agrees_with_double<ConcatNet>();
+    float_agrees_with_double<Dot4Net>();
+}
+
+namespace {
+
+template <class Net>
+void same_bits_on_1_and_2_threads() {
     std::vector<float> p(Net::num_params);
     init_params<Net>(p, 1);
     const std::size_t n = 5000;
@@ -234,8 +311,24 @@ TEST_CASE("input derivatives: the same bits on 1 and 2 threads, several groups o
     REQUIRE(g1 == g2);
 }
 
-TEST_CASE("input derivatives: a training step (pass, pullback, Adam) allocates nothing", "[derivatives][alloc]") {
-    using Net = Chain<Input<2>, Dense<32, Tanh>, Dense<32, Tanh>, Dense<1>>;
+}  // namespace
+
+TEST_CASE("input derivatives: the same bits on 1 and 2 threads, several groups of chunks", "[derivatives][repro]") {
+    same_bits_on_1_and_2_threads<Chain<Input<2>, Dense<32, Tanh>, Dense<32, Tanh>, Dense<1>>>();
+    same_bits_on_1_and_2_threads<Chain<Input<2>, Dense<16, Tanh>, Residual<Dense<16, Tanh>>,
+                                       Parallel<Product, Branch<Dense<8, Tanh>>, Branch<Slice<0, 8>, Dense<8, GELU>>>,
+                                       Dense<1>>>();
+    same_bits_on_1_and_2_threads<Chain<Input<2>, Parallel<Dot, Branch<Slice<0, 1>, Dense<8, Tanh>, Dense<6>>,
+                                                          Branch<Slice<1, 1>, Dense<8, Tanh>, Dense<6, Tanh>>>>>();
+    same_bits_on_1_and_2_threads<Chain<Input<2>, Parallel<Product, Branch<Dense<8, Tanh>>, Branch<Dense<8, GELU>>,
+                                                          Branch<Slice<1, 1>, Dense<8, Sigmoid>>>,
+                                       Dense<1>>>();
+}
+
+namespace {
+
+template <class Net>
+void training_step_allocates_nothing() {
     std::vector<double> p(Net::num_params), g(Net::num_params);
     init_params<Net>(p, 1);
     const std::size_t n = 1024, nb = 256;
@@ -256,6 +349,14 @@ TEST_CASE("input derivatives: a training step (pass, pullback, Adam) allocates n
     for (int i = 0; i < 10; ++i) step();
     const long during = test::allocations.load() - before;
     REQUIRE(during == 0);
+}
+
+}  // namespace
+
+TEST_CASE("input derivatives: a training step (pass, pullback, Adam) allocates nothing", "[derivatives][alloc]") {
+    training_step_allocates_nothing<Chain<Input<2>, Dense<32, Tanh>, Dense<32, Tanh>, Dense<1>>>();
+    training_step_allocates_nothing<Chain<Input<2>, Residual<Dense<2, Tanh>>,
+                                          Parallel<Dot, Branch<Slice<0, 1>, Dense<8, Tanh>>, Branch<Dense<8, Tanh>>>>>();
 }
 
 namespace {
@@ -292,8 +393,20 @@ TEST_CASE("hvp: parameter Hessian-vector product against finite differences of t
     hvp_matches_finite_differences<Mlp1>(7, 1);
 }
 
-TEST_CASE("hvp: the same bits on 1 and 2 threads", "[derivatives][hvp][repro]") {
-    using Net = Mlp3;
+TEST_CASE("hvp through containers: against finite differences of the gradient", "[derivatives][hvp][containers]") {
+    hvp_matches_finite_differences<ResNet>(50, 1);
+    hvp_matches_finite_differences<DeepONet>(300, 2);
+    hvp_matches_finite_differences<ProductNet>(40, 1);
+    hvp_matches_finite_differences<SumNet>(40, 1);
+    hvp_matches_finite_differences<ConcatNet>(40, 1);
+    hvp_matches_finite_differences<Product3Net>(40, 1);
+    hvp_matches_finite_differences<Dot4Net>(40, 1);
+}
+
+namespace {
+
+template <class Net>
+void hvp_same_bits_on_1_and_2_threads() {
     constexpr std::size_t P = Net::num_params;
     const std::size_t n = 3000;
     std::vector<float> p(P), v = test::random_vector<float>(P, 1), h1(P), h2(P);
@@ -303,4 +416,12 @@ TEST_CASE("hvp: the same bits on 1 and 2 threads", "[derivatives][hvp][repro]") 
     ws.hvp(p.data(), v.data(), nullptr, h1.data(), x.data(), t.data(), n, SquaredError{}, 1);
     ws.hvp(p.data(), v.data(), nullptr, h2.data(), x.data(), t.data(), n, SquaredError{}, 2);
     REQUIRE(h1 == h2);
+}
+
+}  // namespace
+
+TEST_CASE("hvp: the same bits on 1 and 2 threads", "[derivatives][hvp][repro]") {
+    hvp_same_bits_on_1_and_2_threads<Mlp3>();
+    hvp_same_bits_on_1_and_2_threads<DeepONet>();
+    hvp_same_bits_on_1_and_2_threads<Dot4Net>();
 }

@@ -64,6 +64,7 @@ struct Parallel {
     template <class InShape>
     struct bound {
         static constexpr std::size_t B = sizeof...(Branches);
+        using layer_type = Parallel;  // for passes with their own rules (derivatives/taylor.hpp)
         using branches = std::tuple<typename Branches::template bound<InShape>...>;
         template <std::size_t I>
         using branch = std::tuple_element_t<I, branches>;

@@ -27,6 +27,7 @@ struct Residual {
     template <class InShape>
     struct bound {
         using inner = detail::Sequence<InShape, Layers...>;
+        using layer_type = Residual;  // for passes with their own rules (derivatives/taylor.hpp)
         static_assert(std::is_same_v<typename inner::out_shape, InShape>,
                       "Residual<Layers...>: the inner layers must give an output of the same shape as their input "
                       "(y = x + f(x))");

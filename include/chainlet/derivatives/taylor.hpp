@@ -15,7 +15,20 @@
 //   zbar_i = ybar_i f' + sum_{S contains i} 2 ybar_S f'' z_i
 //   zbar_S = ybar_S f'
 //   Wbar += zbar_all a_all^T (every column),  bbar += sum_s zbar,  abar = W^T zbar (every column).
-// Only chains of Dense layers are supported (containers and convolutions are not, see docs/api.md).
+// The pass walks the chain layer by layer, each layer kind by its own jet rule (detail::TaylorRule
+// below, recursively through containers): Dense (above), ActivationLayer (Dense's activation rule with
+// z = x), Slice (every column selects), Residual (every column adds), Parallel with Concat (columns
+// concatenate), Sum (columns add), Product and Dot (Leibniz, one factor at a time:
+//   y = a b,  y_i = a_i b + a b_i,  y_S = a_S b + 2 sum_{i in S} a_i b_i + a b_S).
+// Any other layer (convolutions, pooling, normalisation, recurrent, Dropout ...) fails to compile with
+// one static_assert; the "required from" line names it.
+//
+// Where the rules live: here, not in the layers' headers. A layer header holds the whole layer for
+// training (forward, pullback, metadata); the jet rules belong to this pass, need its column layout and
+// the activations' third derivatives, and a layer header including derivatives/ would make a lower
+// header include a higher one. So the layers only expose what the rules read (Dense: activation and
+// bias; the containers and ActivationLayer and Slice: `layer_type`, the layer's own type, which picks
+// the rule by partial specialisation; the containers' inner chains and offsets were public already).
 #pragma once
 
 #include <algorithm>
@@ -26,14 +39,20 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "chainlet/activations.hpp"
+#include "chainlet/chain.hpp"
+#include "chainlet/containers/parallel.hpp"
+#include "chainlet/containers/residual.hpp"
 #include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/kernels/gemm.hpp"
 #include "chainlet/kernels/vector_loop.hpp"
 #include "chainlet/kernels/simd.hpp"
+#include "chainlet/layers/activation.hpp"
+#include "chainlet/layers/slice.hpp"
 #include "chainlet/memory.hpp"
 #include "chainlet/parallel.hpp"
 
@@ -214,22 +233,381 @@ struct DenseJetRule {
     }
 };
 
+
+// What every rule reads about the columns: D tangents, the second-derivative sets, C = 1 + D + K columns,
+// and containing[i] (the second-derivative columns whose set holds tangent i).
+struct JetColumns {
+    std::size_t D = 0, C = 1;
+    const std::vector<std::vector<std::size_t>>& second;
+    const std::vector<std::vector<std::size_t>>& containing;
+};
+
+// The jet rule of a bound layer B (the pass walks a chain by these, recursively through containers):
+//   saved, scratch   features of storage per sample the rule needs (each feature C x m values)
+//   forward(p, x, y, saved, m, cols)                    y's columns from x's, for a chunk of m samples
+//   pullback(p, g, x, saved, scratch, ybar, xbar, m, cols)
+//                                                       g += the parameter cotangent, xbar = the input
+//                                                       cotangent (may be null); ybar may be clobbered
+// All buffers are feature-major with the columns inside a feature: [f][c][s] at f C m + c m + s.
+// A layer without a rule meets the static_assert of the primary template (the compiler's "required
+// from" line names it); its stub members keep that the only error.
+template <class B>
+struct TaylorRule {
+    static_assert(always_false<B>,
+                  "chainlet: the input-derivative pass (derivatives/taylor.hpp) goes through Dense, ActivationLayer, "
+                  "Slice, Residual and Parallel (Concat, Sum, Product, Dot) only; the layer in the \"required from\" "
+                  "line is not one of them");
+    static constexpr std::size_t saved = 0, scratch = 0;
+    template <class T>
+    static void forward(const T*, const T*, T*, T*, std::size_t, const JetColumns&) {}
+    template <class T>
+    static void pullback(const T*, T*, const T*, const T*, T*, T*, T*, std::size_t, const JetColumns&) {}
+};
+
+// The rule of a layer that names its type (B::layer_type): Residual, Parallel, Slice, ActivationLayer.
+// Primary: a layer type without a rule.
+template <class LayerType, class B>
+struct TaylorRuleOf : TaylorRule<LayerType> {};
+
+template <class B>
+    requires requires { typename B::layer_type; }
+struct TaylorRule<B> : TaylorRuleOf<typename B::layer_type, B> {};
+
+// Dense: the rules of the header comment. Saved: z (Out features). The bias enters column 0 only.
+template <TaylorDense B>
+struct TaylorRule<B> {
+    static constexpr std::size_t In = B::in_size, Out = B::out_size;
+    static constexpr std::size_t saved = Out, scratch = 0;
+    using Act = typename B::activation;
+
+    template <class T>
+    static void forward(const T* p, const T* x, T* y, T* z, std::size_t m, const JetColumns& cols) {
+        const std::size_t N = cols.C * m;
+        kernels::gemm_nn<Identity, kernels::Init::zero>(Out, N, In, p, 1, Out, x, N, z, N);
+        if constexpr (B::has_bias) {
+            const T* b = p + B::num_weights;
+            for (std::size_t o = 0; o < Out; ++o)
+                for (std::size_t j = 0; j < m; ++j) z[o * N + j] += b[o];
+        }
+        DenseJetRule<Act, T>::forward(z, y, Out, m, cols.D, cols.second);
+    }
+    template <class T>
+    static void pullback(const T* p, T* g, const T* x, const T* z, T*, T* ybar, T* xbar, std::size_t m,
+                         const JetColumns& cols) {
+        const std::size_t N = cols.C * m;
+        DenseJetRule<Act, T>::pullback(z, ybar, Out, m, cols.D, cols.second, cols.containing);  // ybar -> zbar
+        // Wbar[i, o] += sum over every column of a[i, .] zbar[o, .]
+        kernels::gemm_nt(In, Out, N, x, N, ybar, N, g, Out);
+        if constexpr (B::has_bias) kernels::row_sums_add(Out, m, ybar, N, g + B::num_weights);
+        if (xbar) kernels::gemm_nn<Identity, kernels::Init::zero>(In, N, Out, p, Out, 1, ybar, N, xbar, N);
+    }
+};
+
+// A chain (and a Residual's inner chain, a Parallel's branch): the layers one after the other, as
+// detail::Sequence does it. Saved: the inner activations (act_offset), then every layer's saved block.
+// Scratch: two ping-pong cotangent buffers, then the largest layer scratch.
+template <class InShape, class... Layers>
+struct TaylorRule<Sequence<InShape, Layers...>> {
+    using S = Sequence<InShape, Layers...>;
+    static constexpr std::size_t L = S::num_layers;
+    template <std::size_t I>
+    using rule = TaylorRule<typename S::template layer<I>>;
+    static constexpr auto saved_offset = []<std::size_t... I>(std::index_sequence<I...>) {
+        const std::array<std::size_t, L> own = {rule<I>::saved...};
+        std::array<std::size_t, L + 1> o{};
+        o[0] = S::inner_width_sum;
+        for (std::size_t i = 0; i < L; ++i) o[i + 1] = o[i] + own[i];
+        return o;
+    }(std::make_index_sequence<L>{});
+    static constexpr std::size_t saved = saved_offset[L];
+    static constexpr std::size_t scratch = []<std::size_t... I>(std::index_sequence<I...>) {
+        return S::layer_scratch_offset + std::max({rule<I>::scratch...});
+    }(std::make_index_sequence<L>{});
+
+    template <std::size_t I, class T>
+    static const T* input(const T* x, T* sv, std::size_t N) {
+        if constexpr (I == 0) return x;
+        else return sv + S::act_offset[I] * N;
+    }
+    template <std::size_t I, class T>
+    static T* output(T* y, T* sv, std::size_t N) {
+        if constexpr (I + 1 == L) return y;
+        else return sv + S::act_offset[I + 1] * N;
+    }
+
+    template <class T>
+    static void forward(const T* p, const T* x, T* y, T* sv, std::size_t m, const JetColumns& cols) {
+        const std::size_t N = cols.C * m;
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            (rule<I>::forward(p + S::param_offset[I], input<I>(x, sv, N), output<I>(y, sv, N), sv + saved_offset[I] * N,
+                              m, cols),
+             ...);
+        }(std::make_index_sequence<L>{});
+    }
+    template <class T>
+    static void pullback(const T* p, T* g, const T* x, const T* sv, T* scr, T* ybar, T* xbar, std::size_t m,
+                         const JetColumns& cols) {
+        const std::size_t N = cols.C * m, W = S::max_inner_width;
+        T* const sv_mut = const_cast<T*>(sv);  // read only; input/output take the forward's pointer types
+        [&]<std::size_t... R>(std::index_sequence<R...>) {
+            (([&] {
+                 constexpr std::size_t I = L - 1 - R;
+                 T* yb = I == L - 1 ? ybar : scr + (I % 2) * W * N;
+                 T* xb = I == 0 ? xbar : scr + ((I - 1) % 2) * W * N;
+                 rule<I>::pullback(p + S::param_offset[I], g + S::param_offset[I], input<I>(x, sv_mut, N),
+                                   sv + saved_offset[I] * N, scr + S::layer_scratch_offset * N, yb, xb, m, cols);
+             }()),
+             ...);
+        }(std::make_index_sequence<L>{});
+    }
+};
+
+// Residual, y = x + f(x): every column adds, y_c = x_c + f(x)_c. Pullback: xbar = ybar + J_f^T ybar (the
+// inner chain's pullback of a copy of ybar, which it clobbers). Scratch: that copy, then the inner scratch.
+template <class... Layers, class B>
+struct TaylorRuleOf<Residual<Layers...>, B> {
+    using inner = TaylorRule<typename B::inner>;
+    static constexpr std::size_t F = B::in_size;
+    static constexpr std::size_t saved = inner::saved, scratch = F + inner::scratch;
+
+    template <class T>
+    static void forward(const T* p, const T* x, T* y, T* sv, std::size_t m, const JetColumns& cols) {
+        inner::forward(p, x, y, sv, m, cols);
+        kernels::add_to(y, x, F * cols.C * m);
+    }
+    template <class T>
+    static void pullback(const T* p, T* g, const T* x, const T* sv, T* scr, T* ybar, T* xbar, std::size_t m,
+                         const JetColumns& cols) {
+        const std::size_t N = cols.C * m;
+        if (!xbar) return inner::pullback(p, g, x, sv, scr + F * N, ybar, static_cast<T*>(nullptr), m, cols);
+        std::copy_n(ybar, F * N, scr);
+        inner::pullback(p, g, x, sv, scr + F * N, scr, xbar, m, cols);
+        kernels::add_to(xbar, static_cast<const T*>(ybar), F * N);
+    }
+};
+
+// Slice<First, Count>: every column selects features First .. First + Count - 1 (one block, as the
+// columns sit inside a feature). Pullback: ybar scattered into those features of xbar, 0 elsewhere.
+template <std::size_t First, std::size_t Count, class B>
+struct TaylorRuleOf<Slice<First, Count>, B> {
+    static constexpr std::size_t saved = 0, scratch = 0;
+    template <class T>
+    static void forward(const T*, const T* x, T* y, T*, std::size_t m, const JetColumns& cols) {
+        const std::size_t N = cols.C * m;
+        std::copy_n(x + First * N, Count * N, y);
+    }
+    template <class T>
+    static void pullback(const T*, T*, const T*, const T*, T*, T* ybar, T* xbar, std::size_t m,
+                         const JetColumns& cols) {
+        if (!xbar) return;
+        const std::size_t N = cols.C * m;
+        std::fill_n(xbar, First * N, T(0));
+        std::copy_n(ybar, Count * N, xbar + First * N);
+        std::fill(xbar + (First + Count) * N, xbar + B::in_size * N, T(0));
+    }
+};
+
+// ActivationLayer<Act>: Dense's activation rule with z = x (the layer's input, kept by the caller).
+// Pullback: xbar = the activation rule's pullback of ybar (computed in xbar); nothing without xbar.
+template <Activation Act, class B>
+struct TaylorRuleOf<ActivationLayer<Act>, B> {
+    static constexpr std::size_t F = B::in_size;
+    static constexpr std::size_t saved = 0, scratch = 0;
+    template <class T>
+    static void forward(const T*, const T* x, T* y, T*, std::size_t m, const JetColumns& cols) {
+        DenseJetRule<Act, T>::forward(x, y, F, m, cols.D, cols.second);
+    }
+    template <class T>
+    static void pullback(const T*, T*, const T* x, const T*, T*, T* ybar, T* xbar, std::size_t m,
+                         const JetColumns& cols) {
+        if (!xbar) return;
+        std::copy_n(ybar, F * cols.C * m, xbar);
+        DenseJetRule<Act, T>::pullback(x, xbar, F, m, cols.D, cols.second, cols.containing);
+    }
+};
+
+// The product of two jets (one feature, C x m values each), Leibniz:
+//   y = a b,   y_i = a_i b + a b_i,   y_S = a_S b + 2 sum_{i in S} a_i b_i + a b_S.
+// Accumulate: y += instead of y = (Dot sums the features' products).
+template <bool Accumulate, class T>
+void jet_product(const T* a, const T* b, T* y, std::size_t m, const JetColumns& cols) {
+    const std::size_t D = cols.D, K = cols.second.size();
+    kernels::vectors_then_scalars<T>(m, [&]<class V>(std::size_t s) {
+        auto ld = [&](const T* q, std::size_t c) { return simd::loadv<V>(q + c * m + s); };
+        auto put = [&](std::size_t c, V v) {
+            if constexpr (Accumulate) v += simd::loadv<V>(y + c * m + s);
+            simd::storev(y + c * m + s, v);
+        };
+        const V a0 = ld(a, 0), b0 = ld(b, 0);
+        for (std::size_t k = 0; k < K; ++k) {
+            V cross(0);
+            for (auto i : cols.second[k]) cross = simd::fma(ld(a, 1 + i), ld(b, 1 + i), cross);
+            const std::size_t c = 1 + D + k;
+            put(c, simd::fma(ld(a, c), b0, simd::fma(a0, ld(b, c), V(2) * cross)));
+        }
+        for (std::size_t i = 0; i < D; ++i) put(1 + i, simd::fma(ld(a, 1 + i), b0, a0 * ld(b, 1 + i)));
+        put(0, a0 * b0);
+    });
+}
+
+// The pullback of jet_product to a (to b: swap a and b), from the cotangent ybar of y:
+//   abar   = sum over every column c of ybar_c b_c     (a enters y_c with the factor b_c)
+//   abar_i = ybar_i b + 2 b_i sum_{S contains i} ybar_S
+//   abar_S = ybar_S b
+template <class T>
+void jet_product_pullback(const T* b, const T* ybar, T* abar, std::size_t m, const JetColumns& cols) {
+    const std::size_t D = cols.D, K = cols.second.size(), C = cols.C;
+    kernels::vectors_then_scalars<T>(m, [&]<class V>(std::size_t s) {
+        auto ld = [&](const T* q, std::size_t c) { return simd::loadv<V>(q + c * m + s); };
+        const V b0 = ld(b, 0);
+        V a0(0);
+        for (std::size_t c = 0; c < C; ++c) a0 = simd::fma(ld(ybar, c), ld(b, c), a0);
+        for (std::size_t i = 0; i < D; ++i) {
+            V w(0);
+            for (auto k : cols.containing[i]) w += ld(ybar, 1 + D + k);
+            simd::storev(abar + (1 + i) * m + s, simd::fma(ld(ybar, 1 + i), b0, V(2) * w * ld(b, 1 + i)));
+        }
+        for (std::size_t k = 0; k < K; ++k) simd::storev(abar + (1 + D + k) * m + s, ld(ybar, 1 + D + k) * b0);
+        simd::storev(abar + s, a0);
+    });
+}
+
+// Parallel: every branch reads x's columns. Concat: the branches' columns side by side (each branch
+// writes its block of y). Sum: y_c = sum_b o_b,c. Product: the jet products, one factor after the other,
+// P_0 = o_0, P_b = jet_product(P_{b-1}, o_b), y = P_{B-1}, per feature. Dot: the same, with the last
+// product summed over the features.
+// Pullback: branch b's cotangent is ybar's block (Concat) or a copy of ybar (Sum). Product and Dot go
+// backwards through the products, Pbar_{B-1} = ybar (Dot: the one ybar for every feature), then for
+// b = B-1 .. 1:  obar_b = jet_product_pullback(P_{b-1}, Pbar_b),  Pbar_{b-1} = jet_product_pullback(o_b,
+// Pbar_b); and obar_0 = Pbar_0. Each branch is pulled back as soon as its cotangent is known (last
+// branch first). The branches' input cotangents add up (the first pulled back writes xbar, the others
+// a scratch block added to it).
+// Saved: the branch outputs (not for Concat), the partial products P_1 .. P_{B-2} (Product, Dot), then
+// each branch's saved block. Scratch: a branch's cotangent (not for Concat), two Pbar buffers (Product,
+// Dot), the input cotangent of a later branch, the largest branch scratch.
+template <class Combine, class... Branches, class B>
+struct TaylorRuleOf<Parallel<Combine, Branches...>, B> {
+    static constexpr std::size_t NB = sizeof...(Branches);
+    static constexpr bool concat = std::is_same_v<Combine, Concat>, dot = std::is_same_v<Combine, Dot>;
+    // A Product of one branch is its output, as a Sum of one.
+    static constexpr bool additive = std::is_same_v<Combine, Sum> || (std::is_same_v<Combine, Product> && NB == 1);
+    static constexpr bool products = !concat && !additive;
+    static constexpr std::size_t Fo = B::width[0];  // the branch width (Sum, Product, Dot)
+    template <std::size_t I>
+    using rule = TaylorRule<typename B::template branch<I>>;
+    static constexpr std::size_t num_partials = products ? NB - 2 : 0;
+    static constexpr std::size_t partials_offset = concat ? 0 : B::out_offset[NB];
+    static constexpr std::size_t outputs_saved = partials_offset + num_partials * Fo;
+    static constexpr auto saved_offset = []<std::size_t... I>(std::index_sequence<I...>) {
+        const std::array<std::size_t, NB> own = {rule<I>::saved...};
+        std::array<std::size_t, NB + 1> o{};
+        o[0] = outputs_saved;
+        for (std::size_t i = 0; i < NB; ++i) o[i + 1] = o[i] + own[i];
+        return o;
+    }(std::make_index_sequence<NB>{});
+    static constexpr std::size_t saved = saved_offset[NB];
+    static constexpr std::size_t cotangent_size = concat ? 0 : products ? 3 * Fo : Fo;
+    static constexpr std::size_t dx_size = NB > 1 ? B::in_size : 0;
+    static constexpr std::size_t scratch = []<std::size_t... I>(std::index_sequence<I...>) {
+        return cotangent_size + dx_size + std::max({rule<I>::scratch...});
+    }(std::make_index_sequence<NB>{});
+
+    template <std::size_t I, class T>
+    static T* output(T* y, T* sv, std::size_t N) {
+        return (concat ? y : sv) + B::out_offset[I] * N;
+    }
+    // P_b (P_0 = o_0).
+    template <class T>
+    static T* partial(T* sv, std::size_t b, std::size_t N) {
+        return b == 0 ? sv : sv + (partials_offset + (b - 1) * Fo) * N;
+    }
+
+    template <class T>
+    static void forward(const T* p, const T* x, T* y, T* sv, std::size_t m, const JetColumns& cols) {
+        const std::size_t N = cols.C * m;
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            (rule<I>::forward(p + B::param_offset[I], x, output<I>(y, sv, N), sv + saved_offset[I] * N, m, cols), ...);
+        }(std::make_index_sequence<NB>{});
+        if constexpr (concat) {
+            // the branches wrote their blocks of y
+        } else if constexpr (additive) {
+            std::copy_n(sv, Fo * N, y);
+            for (std::size_t b = 1; b < NB; ++b) kernels::add_to(y, static_cast<const T*>(sv + B::out_offset[b] * N), Fo * N);
+        } else {
+            for (std::size_t b = 1; b < NB; ++b) {
+                const T* left = partial(sv, b - 1, N);
+                const T* right = sv + B::out_offset[b] * N;
+                if (b + 1 < NB || !dot) {
+                    T* dest = b + 1 < NB ? partial(sv, b, N) : y;
+                    for (std::size_t k = 0; k < Fo; ++k) jet_product<false>(left + k * N, right + k * N, dest + k * N, m, cols);
+                } else {
+                    std::fill_n(y, N, T(0));
+                    for (std::size_t k = 0; k < Fo; ++k) jet_product<true>(left + k * N, right + k * N, y, m, cols);
+                }
+            }
+        }
+    }
+
+    template <class T>
+    static void pullback(const T* p, T* g, const T* x, const T* sv, T* scr, T* ybar, T* xbar, std::size_t m,
+                         const JetColumns& cols) {
+        const std::size_t N = cols.C * m;
+        T* const cotangent = scr;
+        T* const pbar_buf[2] = {scr + Fo * N, scr + 2 * Fo * N};  // Product, Dot
+        T* const branch_dx = scr + cotangent_size * N;
+        T* const branch_scratch = branch_dx + dx_size * N;
+        T* const sv_mut = const_cast<T*>(sv);  // read only
+        [&]<std::size_t... R>(std::index_sequence<R...>) {
+            (([&] {
+                 constexpr std::size_t I = products ? NB - 1 - R : R;  // products: last branch first
+                 T* dyb = cotangent;
+                 if constexpr (concat) {
+                     dyb = ybar + B::out_offset[I] * N;
+                 } else if constexpr (additive) {
+                     std::copy_n(ybar, Fo * N, dyb);
+                 } else {
+                     // Pbar_I: ybar (for Dot one feature, read for every k), or the buffer the step above wrote
+                     const T* pbar = I == NB - 1 ? ybar : pbar_buf[I % 2];
+                     const std::size_t stride = I == NB - 1 && dot ? 0 : N;
+                     if constexpr (I >= 1) {
+                         const T* left = partial(sv_mut, I - 1, N);
+                         const T* own = sv + B::out_offset[I] * N;
+                         T* next = pbar_buf[(I - 1) % 2];
+                         for (std::size_t k = 0; k < Fo; ++k) {
+                             jet_product_pullback(left + k * N, pbar + k * stride, dyb + k * N, m, cols);
+                             jet_product_pullback(own + k * N, pbar + k * stride, next + k * N, m, cols);
+                         }
+                     } else {
+                         dyb = pbar_buf[0];  // obar_0 = Pbar_0
+                     }
+                 }
+                 T* dxb = !xbar ? nullptr : R == 0 ? xbar : branch_dx;
+                 rule<I>::pullback(p + B::param_offset[I], g + B::param_offset[I], x, sv + saved_offset[I] * N,
+                                   branch_scratch, dyb, dxb, m, cols);
+                 if (xbar && R > 0) kernels::add_to(xbar, static_cast<const T*>(branch_dx), B::in_size * N);
+             }()),
+             ...);
+        }(std::make_index_sequence<NB>{});
+    }
+};
+
 }  // namespace detail
 
-// The input-derivative pass of the chain Net (Dense layers only) for element type T, with its buffers
-// for up to `batch` samples on `threads` threads, allocated once (calls within these bounds allocate
-// nothing). Chunking and grouping as in Workspace (workspace.hpp): the same bits on any thread count.
+// The input-derivative pass of the chain Net (the layers of the header comment) for element type T,
+// with its buffers for up to `batch` samples on `threads` threads, allocated once (calls within these
+// bounds allocate nothing). Chunking and grouping as in Workspace (workspace.hpp): the same bits on any thread count.
 template <class Net, class T>
 class DerivativeWorkspace {
 public:
     static constexpr std::size_t L = Net::num_layers;
     static constexpr std::size_t max_groups = 32;
+    // The whole network's rule (a chain: its layers' rules one after the other, recursively).
+    using Rule = detail::TaylorRule<typename Net::sequence>;
+    static constexpr bool dense_only = []<std::size_t... I>(std::index_sequence<I...>) {
+        return (TaylorDense<typename Net::template layer<I>> && ...);
+    }(std::make_index_sequence<L>{});
 
     DerivativeWorkspace(DerivativeSpec spec, std::size_t batch, int threads = 0) : spec_(std::move(spec)) {
-        static_assert([]<std::size_t... I>(std::index_sequence<I...>) {
-            return (TaylorDense<typename Net::template layer<I>> && ...);
-        }(std::make_index_sequence<L>{}),
-                      "chainlet: the input-derivative pass (derivatives/taylor.hpp) supports chains of Dense layers only");
         for (const auto& set : spec_.second) {
             if (set.empty()) throw std::invalid_argument("DerivativeSpec: a second-derivative column sums no coordinate");
             for (auto i : set)
@@ -242,8 +620,12 @@ public:
         for (std::size_t k = 0; k < spec_.second.size(); ++k)
             for (auto i : spec_.second[k]) containing_[i].push_back(k);
         // About 512 KiB of columns per chunk (two buffers per layer boundary), a multiple of 16 in [16, 256].
+        // (A Dense chain keeps the chunk it had before containers, so its results keep their bits.)
         std::size_t per_sample = 0;
-        for (std::size_t l = 0; l <= L; ++l) per_sample += 2 * Net::width[l] * C_ * sizeof(T);
+        if constexpr (dense_only)
+            for (std::size_t l = 0; l <= L; ++l) per_sample += 2 * Net::width[l] * C_ * sizeof(T);
+        else
+            per_sample = (2 * Net::in_size + 2 * Net::out_size + Rule::saved + Rule::scratch) * C_ * sizeof(T);
         chunk_ = std::clamp<std::size_t>((512 * 1024 / per_sample) / 16 * 16, 16, 256);
         reserve(batch, threads);
     }
@@ -278,7 +660,7 @@ public:
             const std::size_t s0 = c * chunk_, m = std::min(chunk_, n - s0);
             load_inputs(s, x, nullptr, s0, m);
             forward(p, s, m);
-            const T* y = s.act[L];
+            const T* y = s.out;
             const std::size_t cols = Net::out_size * C_;
             for (std::size_t j = 0; j < m; ++j)
                 for (std::size_t q = 0; q < cols; ++q) out[(s0 + j) * cols + q] = y[q * m + j];
@@ -298,7 +680,7 @@ public:
             const std::size_t s0 = c * chunk_, m = std::min(chunk_, n - s0);
             load_inputs(s, x, v, s0, m);
             forward(p, s, m);
-            const T* out = s.act[L];
+            const T* out = s.out;
             constexpr std::size_t O = Net::out_size;
             for (std::size_t j = 0; j < m; ++j)
                 for (std::size_t o = 0; o < O; ++o) {
@@ -333,9 +715,9 @@ public:
                 const std::size_t s0 = c * chunk_, m = std::min(chunk_, n - s0);
                 load_inputs(s, x, nullptr, s0, m);
                 forward(p, s, m);
-                std::fill_n(s.bar[0], Net::out_size * C_ * m, T(0));
-                PointDerivatives<T> d{m, s0, Net::in_size, Net::out_size, spec_.tangents, spec_.second.size(), s.x, s.act[L]};
-                PointCotangents<T> cot{m, Net::out_size, spec_.tangents, spec_.second.size(), s.bar[0]};
+                std::fill_n(s.ybar, Net::out_size * C_ * m, T(0));
+                PointDerivatives<T> d{m, s0, Net::in_size, Net::out_size, spec_.tangents, spec_.second.size(), s.x, s.out};
+                PointCotangents<T> cot{m, Net::out_size, spec_.tangents, spec_.second.size(), s.ybar};
                 l += static_cast<T>(residual(d, cot, scale));
                 pullback(p, part, s, m);
             }
@@ -352,33 +734,28 @@ public:
 private:
     struct Scratch {
         aligned_vector<T> buf;
-        T* x = nullptr;             // in_size x chunk (plain inputs, for the residual)
-        std::array<T*, L + 1> act{};  // act[l]: width[l] x C x chunk, the input of layer l (act[L]: the output)
-        std::array<T*, L + 1> pre{};  // pre[l + 1]: z of layer l
-        std::array<T*, 2> bar{};      // cotangents, max_width x C x chunk each
+        T* x = nullptr;      // in_size x chunk (plain inputs, for the residual)
+        T* in = nullptr;     // in_size x C x chunk: the input columns
+        T* out = nullptr;    // out_size x C x chunk: the output columns
+        T* ybar = nullptr;   // out_size x C x chunk: their cotangents (the pullback clobbers them)
+        T* saved = nullptr;  // Rule::saved x C x chunk (the activations and pre-activations inside)
+        T* work = nullptr;   // Rule::scratch x C x chunk (the pullback's inner cotangents)
         std::size_t capacity = 0;
 
-        void reserve(std::size_t in, std::size_t C, std::size_t chunk) {
-            const std::size_t need = chunk;
-            if (need <= capacity) return;
-            std::size_t total = round_up16(in * chunk);
-            for (std::size_t l = 0; l <= L; ++l) total += 2 * round_up16(Net::width[l] * C * chunk);
-            total += 2 * round_up16(Net::max_width * C * chunk);
+        void reserve(std::size_t in_size, std::size_t C, std::size_t chunk) {
+            if (chunk <= capacity) return;
+            const std::size_t sizes[] = {in_size * chunk, Net::in_size * C * chunk, Net::out_size * C * chunk,
+                                         Net::out_size * C * chunk, Rule::saved * C * chunk, Rule::scratch * C * chunk};
+            std::size_t total = 0;
+            for (auto z : sizes) total += round_up16(z);
             buf.assign(total, T(0));
             T* q = buf.data();
-            x = q;
-            q += round_up16(in * chunk);
-            for (std::size_t l = 0; l <= L; ++l) {
-                act[l] = q;
-                q += round_up16(Net::width[l] * C * chunk);
-                pre[l] = q;
-                q += round_up16(Net::width[l] * C * chunk);
+            T** ptrs[] = {&x, &in, &out, &ybar, &saved, &work};
+            for (std::size_t i = 0; i < 6; ++i) {
+                *ptrs[i] = q;
+                q += round_up16(sizes[i]);
             }
-            for (auto& b : bar) {
-                b = q;
-                q += round_up16(Net::max_width * C * chunk);
-            }
-            capacity = need;
+            capacity = chunk;
         }
     };
 
@@ -389,12 +766,12 @@ private:
                                         std::to_string(Net::in_size) + ")");
     }
 
-    // act[0] for samples [s0, s0 + m): values, tangents (unit vectors, or the rows of v), second columns 0.
+    // s.in for samples [s0, s0 + m): values, tangents (unit vectors, or the rows of v), second columns 0.
     void load_inputs(Scratch& s, const T* x, const T* v, std::size_t s0, std::size_t m) const {
         constexpr std::size_t F = Net::in_size;
         const std::size_t D = spec_.tangents;
         for (std::size_t f = 0; f < F; ++f) {
-            T* row = s.act[0] + f * C_ * m;
+            T* row = s.in + f * C_ * m;
             for (std::size_t j = 0; j < m; ++j) s.x[f * m + j] = row[j] = x[(s0 + j) * F + f];
             for (std::size_t i = 0; i < D; ++i)
                 for (std::size_t j = 0; j < m; ++j)
@@ -403,52 +780,18 @@ private:
         }
     }
 
-    void forward(const T* p, Scratch& s, std::size_t m) const {
-        const std::size_t N = C_ * m;
-        [&]<std::size_t... I>(std::index_sequence<I...>) {
-            (([&] {
-                 using Layer = typename Net::template layer<I>;
-                 constexpr std::size_t In = Net::width[I], Out = Net::width[I + 1];
-                 const T* w = p + Net::param_offset[I];
-                 T* z = s.pre[I + 1];
-                 kernels::gemm_nn<Identity, kernels::Init::zero>(Out, N, In, w, 1, Out, s.act[I], N, z, N);
-                 if constexpr (Layer::has_bias) {
-                     const T* b = w + Layer::num_weights;
-                     for (std::size_t o = 0; o < Out; ++o)
-                         for (std::size_t j = 0; j < m; ++j) z[o * N + j] += b[o];
-                 }
-                 detail::DenseJetRule<typename Layer::activation, T>::forward(z, s.act[I + 1], Out, m, spec_.tangents,
-                                                                             spec_.second);
-             }()),
-             ...);
-        }(std::make_index_sequence<L>{});
-    }
+    detail::JetColumns columns() const { return {spec_.tangents, C_, spec_.second, containing_}; }
 
-    // s.bar[0] holds the cotangent of act[L]; adds the parameter gradient into g.
+    void forward(const T* p, Scratch& s, std::size_t m) const { Rule::forward(p, s.in, s.out, s.saved, m, columns()); }
+
+    // s.ybar holds the cotangent of the output columns; adds the parameter gradient into g.
     void pullback(const T* p, T* g, Scratch& s, std::size_t m) const {
-        const std::size_t N = C_ * m;
-        [&]<std::size_t... R>(std::index_sequence<R...>) {
-            (([&] {
-                 constexpr std::size_t I = L - 1 - R;
-                 using Layer = typename Net::template layer<I>;
-                 constexpr std::size_t In = Net::width[I], Out = Net::width[I + 1];
-                 const T* w = p + Net::param_offset[I];
-                 T* gw = g + Net::param_offset[I];
-                 T* zbar = s.bar[R % 2];
-                 detail::DenseJetRule<typename Layer::activation, T>::pullback(s.pre[I + 1], zbar, Out, m, spec_.tangents,
-                                                                              spec_.second, containing_);
-                 // Wbar[i, o] += sum over every column of a[i, .] zbar[o, .]
-                 kernels::gemm_nt(In, Out, N, s.act[I], N, zbar, N, gw, Out);
-                 if constexpr (Layer::has_bias) kernels::row_sums_add(Out, m, zbar, N, gw + Layer::num_weights);
-                 if constexpr (I > 0)
-                     kernels::gemm_nn<Identity, kernels::Init::zero>(In, N, Out, w, Out, 1, zbar, N, s.bar[(R + 1) % 2], N);
-             }()),
-             ...);
-        }(std::make_index_sequence<L>{});
+        Rule::pullback(p, g, static_cast<const T*>(s.in), static_cast<const T*>(s.saved), s.work, s.ybar,
+                       static_cast<T*>(nullptr), m, columns());
     }
 
     DerivativeSpec spec_;
-    std::vector<std::vector<std::size_t>> containing_;  // see DenseJetRule::pullback
+    std::vector<std::vector<std::size_t>> containing_;  // see detail::JetColumns
     std::size_t C_ = 1, chunk_ = 16;
     std::vector<Scratch> scratch_;
     aligned_vector<T> partial_;

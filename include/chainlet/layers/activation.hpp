@@ -32,6 +32,7 @@ struct ActivationLayer {
 
     template <class InShape>
     struct bound {
+        using layer_type = ActivationLayer;  // for passes with their own rules (derivatives/taylor.hpp)
         static constexpr std::size_t in_size = InShape::size;
         static constexpr std::size_t out_size = InShape::size;
         using out_shape = InShape;

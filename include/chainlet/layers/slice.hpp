@@ -29,6 +29,7 @@ struct Slice {
         static_assert(InShape::rank == 1, "Slice needs a flat input: put chainlet::Flatten before it");
         static_assert(First + Count <= InShape::size, "Slice<First, Count>: the slice runs past the end of the input");
         static constexpr std::size_t in_size = InShape::size, out_size = Count;
+        using layer_type = Slice;  // for passes with their own rules (derivatives/taylor.hpp)
         using out_shape = Shape<Count>;
         static constexpr std::size_t num_params = 0, saved_per_sample = 0, scratch_per_sample = 0;
 

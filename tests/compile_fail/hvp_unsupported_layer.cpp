@@ -1,0 +1,13 @@
+// A layer the parameter Hessian-vector product has no rule for (LayerNorm inside a Parallel branch): one
+// static_assert of derivatives/hvp.hpp, whose "required from" line names the layer.
+#include "chainlet/chainlet.hpp"
+#include "chainlet/derivatives/hvp.hpp"
+
+using Net = chainlet::Chain<chainlet::Input<2>,
+                            chainlet::Parallel<chainlet::Sum, chainlet::Branch<chainlet::Dense<3, chainlet::Tanh>>,
+                                               chainlet::Branch<chainlet::Dense<3>, chainlet::LayerNorm>>,
+                            chainlet::Dense<1>>;
+int main() {
+    chainlet::HessianVectorWorkspace<Net, double> ws(16, 1);
+    return static_cast<int>(ws.chunk);
+}
