@@ -319,6 +319,48 @@ struct TorchPinnStep {
     }
 };
 
+// A training step on a batch (squared error, Adam(1e-3)) and inference on its first sample, chainlet
+// against the LibTorch model make_model() returns, which reads tx (the batch, in its own layout) and ty.
+template <class Net, class MakeModel>
+void step_and_single_rows(std::vector<Row>& rows, const std::string& train_name, const std::string& infer_name,
+                          double train_macs, double forward_macs, const std::vector<float>& x,
+                          const std::vector<float>& y, const torch::Tensor& tx, const torch::Tensor& ty,
+                          MakeModel make_model, const std::vector<int>& thread_counts, int rounds, double target) {
+    const std::size_t n = x.size() / Net::in_size;
+    const std::vector<float> one(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(Net::in_size));
+    const auto tone = tx.slice(0, 0, 1).clone();
+    std::vector<float> p(Net::num_params), g(Net::num_params), out(Net::out_size);
+    init_params<Net>(p, 1);
+    for (int t : thread_counts) {
+        auto model = make_model();
+        torch::optim::Adam topt(model->parameters(), torch::optim::AdamOptions(1e-3));
+        Workspace<Net, float> ws, ws1;
+        Adam opt(1e-3f);
+        rows.push_back(compare(
+            train_name, t, 2.0 * train_macs * static_cast<double>(n),
+            {[&] { ws.reserve(n, t); opt.init(p.size()); },
+             [&] {
+                 value_and_gradient<Net>(ws, p, g, x, y, SquaredError{}, t);
+                 opt.step(p, g);
+             }},
+            {[] {},
+             [&] {
+                 topt.zero_grad();
+                 torch::mse_loss(model->forward(tx), ty).backward();
+                 topt.step();
+             }},
+            rounds, target));
+        rows.push_back(compare(
+            infer_name, t, 2.0 * forward_macs, {[&] { ws1.reserve(1, t); }, [&] { predict<Net>(ws1, p, one, out, t); }},
+            {[] {},
+             [&] {
+                 torch::NoGradGuard no_grad;
+                 auto r = model->forward(tone);
+             }},
+            rounds, target));
+    }
+}
+
 // Median seconds of `rounds` calls of f after the first (which is excluded).
 double steady_seconds(const std::function<void()>& f, int rounds) {
     std::vector<double> t{time_once(f)};
@@ -692,80 +734,20 @@ int main(int argc, char** argv) {
     //    (the same), squared error and Adam(1e-3) on both sides.
     if (wanted("GRU")) {
         const auto x = normal(seq_batch * GruNet::in_size, 11), y = normal(seq_batch, 12);
-        const std::vector<float> one(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(GruNet::in_size));
         const auto tx = torch::from_blob(const_cast<float*>(x.data()), {long(seq_batch), long(gru_steps), long(gru_features)}).clone();
         const auto ty = torch::from_blob(const_cast<float*>(y.data()), {long(seq_batch), 1}).clone();
-        const auto tone = tx.slice(0, 0, 1).clone();
-        std::vector<float> p(GruNet::num_params), g(GruNet::num_params), out(1);
-        init_params<GruNet>(p, 1);
-        for (int t : thread_counts) {
-            auto model = std::make_shared<TorchGru>();
-            torch::optim::Adam topt(model->parameters(), torch::optim::AdamOptions(1e-3));
-            Workspace<GruNet, float> ws, ws1;
-            Adam opt(1e-3f);
-            rows.push_back(compare(
-                "GRU train step, batch 256", t, 2.0 * gru_train_macs * seq_batch,
-                {[&] { ws.reserve(seq_batch, t); opt.init(p.size()); },
-                 [&] {
-                     value_and_gradient<GruNet>(ws, p, g, x, y, SquaredError{}, t);
-                     opt.step(p, g);
-                 }},
-                {[] {},
-                 [&] {
-                     topt.zero_grad();
-                     torch::mse_loss(model->forward(tx), ty).backward();
-                     topt.step();
-                 }},
-                rounds, target));
-            rows.push_back(compare(
-                "GRU inference, 1 sequence", t, 2.0 * gru_forward_macs,
-                {[&] { ws1.reserve(1, t); }, [&] { predict<GruNet>(ws1, p, one, out, t); }},
-                {[] {},
-                 [&] {
-                     torch::NoGradGuard no_grad;
-                     auto r = model->forward(tone);
-                 }},
-                rounds, target));
-        }
+        step_and_single_rows<GruNet>(rows, "GRU train step, batch 256", "GRU inference, 1 sequence", gru_train_macs,
+                                     gru_forward_macs, x, y, tx, ty, [] { return std::make_shared<TorchGru>(); },
+                                     thread_counts, rounds, target);
     }
     if (wanted("Conv1D")) {
         const auto x = normal(seq_batch * Conv1dNet::in_size, 13), y = normal(seq_batch * 4, 14);
-        const std::vector<float> one(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(Conv1dNet::in_size));
         // chainlet's sequences are (L, C), PyTorch's (C, L): the same numbers, transposed.
         const auto tx = torch::from_blob(const_cast<float*>(x.data()), {long(seq_batch), 64, 4}).permute({0, 2, 1}).contiguous();
         const auto ty = torch::from_blob(const_cast<float*>(y.data()), {long(seq_batch), 4}).clone();
-        const auto tone = tx.slice(0, 0, 1).clone();
-        std::vector<float> p(Conv1dNet::num_params), g(Conv1dNet::num_params), out(4);
-        init_params<Conv1dNet>(p, 1);
-        for (int t : thread_counts) {
-            auto model = torch_conv1d_net();
-            torch::optim::Adam topt(model->parameters(), torch::optim::AdamOptions(1e-3));
-            Workspace<Conv1dNet, float> ws, ws1;
-            Adam opt(1e-3f);
-            rows.push_back(compare(
-                "Conv1D net train step, batch 256", t, 2.0 * conv1d_train_macs * seq_batch,
-                {[&] { ws.reserve(seq_batch, t); opt.init(p.size()); },
-                 [&] {
-                     value_and_gradient<Conv1dNet>(ws, p, g, x, y, SquaredError{}, t);
-                     opt.step(p, g);
-                 }},
-                {[] {},
-                 [&] {
-                     topt.zero_grad();
-                     torch::mse_loss(model->forward(tx), ty).backward();
-                     topt.step();
-                 }},
-                rounds, target));
-            rows.push_back(compare(
-                "Conv1D net inference, 1 sequence", t, 2.0 * conv1d_forward_macs,
-                {[&] { ws1.reserve(1, t); }, [&] { predict<Conv1dNet>(ws1, p, one, out, t); }},
-                {[] {},
-                 [&] {
-                     torch::NoGradGuard no_grad;
-                     auto r = model->forward(tone);
-                 }},
-                rounds, target));
-        }
+        step_and_single_rows<Conv1dNet>(rows, "Conv1D net train step, batch 256", "Conv1D net inference, 1 sequence",
+                                        conv1d_train_macs, conv1d_forward_macs, x, y, tx, ty, torch_conv1d_net,
+                                        thread_counts, rounds, target);
     }
     // 6. Issue 14's PINN Adam step (2-D Poisson), float32 and float64.
     if (wanted("PINN")) {

@@ -4,8 +4,8 @@
 # wheels of PyTorch 2.13, JAX 0.10, optax and ONNX Runtime 1.30 in build/compare-venv), builds the two
 # comparison programs (chainlet against LibTorch 1.13 and against the wheel's LibTorch 2.13), runs every
 # framework on the same workloads with 1 and with 2 threads, each process pinned with taskset, and
-# writes docs/benchmarks.md, docs/benchmarks.json, docs/benchmarks-details.json, docs/benchmarks.png and
-# docs/latency_grid.png.
+# writes docs/benchmarks.md (with chainlet's per-layer profile, bench/profile.cpp), docs/benchmarks.json,
+# docs/benchmarks-details.json, docs/benchmarks.png, docs/latency_grid.png and the README's speed table.
 #   bench/compare.sh            full run (LeNet5 epochs of 60,000 images, full latency grid)
 #   bench/compare.sh --quick    short run (4,096-image epochs, 5-point grid, fewer rounds, without the
 #                               historical LibTorch / PyTorch 1.13 columns; under 3 minutes once built)
@@ -23,7 +23,7 @@ py=$venv/bin/python
 notes=()
 
 nice -n 19 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCHAINLET_BUILD_BENCHMARKS=ON > /dev/null
-nice -n 19 cmake --build build --target chainlet_compare
+nice -n 19 cmake --build build --target chainlet_compare chainlet_profile
 # LibTorch 2.13 from the wheel: its own build tree (Torch's CMake package defines fixed target names),
 # searched before Debian's LibTorch (CMAKE_PREFIX_PATH; Caffe2_DIR, which TorchConfig looks up itself).
 torch_prefix=$($py -c 'import os, torch; print(os.path.dirname(torch.__file__))')
@@ -77,6 +77,10 @@ for t in "${thread_counts[@]}"; do
     run pytorch113 "$t" /usr/bin/python3 bench/pytorch/compare.py --no-grid --thread-count "$t" --json "$out/pytorch113-$t.json"
   fi
 done
+# chainlet's per-layer profile of the same workloads (issue 16), pinned as the rows with the most threads:
+# where each step's time goes, layer by layer, with % of the FMA peak; report.py puts it in the report.
+tmax=${thread_counts[-1]}
+run profile "$tmax" bash -c "build/bench/chainlet_profile $quick --threads $tmax > $out/profile.md"
 wall=$(( $(date +%s) - start ))
 {
   echo "{\"quick\": $([[ -n $quick ]] && echo true || echo false), \"wall_seconds\": $wall,"

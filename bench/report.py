@@ -302,15 +302,25 @@ def main():
         lines.append(f"| {prefix}, {t} thread(s) | ≤ {fmt_time(target)} | "
                      + ("not measured | missed |" if got is None else
                         f"{fmt_time(got)} | {'met' if got <= target else 'MISSED'} |"))
-    lines += ["", "What limits the missed targets (the \"needed\" column gives the arithmetic): the tiny-MLP step "
-              "is compared with JAX, which compiles the whole step (forward, gradient, Adam) into one XLA program; "
-              "3x of it needs chainlet near the FMA peak, while the model's 4-wide input and output layers leave "
-              "most vector lanes idle in those layers (docs/design.md). LeNet5 inference is compared with ONNX "
-              "Runtime's fused, prepacked convolutions; 3x of it on one thread needs more than the machine's peak. "
-              "One-sample calls are set by the other frameworks' per-call dispatch (ONNX Runtime's session run, "
-              "JAX's jitted call) against chainlet's ~0.1–0.3 µs; chainlet's one-sample forward + pullback has been "
-              "seen bimodal across processes (0.25–0.5 µs in most, 2.6–5.5 µs in some, same binary and inputs; "
-              "cause not found yet), which alone moves that ratio by ~10x.", "",
+    # chainlet's time of each row in both C++ processes: where they differ a lot, the process, not the
+    # code, set the figure (see the note below the table).
+    spread = []
+    for r in rows:
+        s = seconds[(r["workload"], r["threads"])]
+        both = [s.get(k) for k in ("libtorch2_own_chainlet", "libtorch113_own_chainlet")]
+        if all(both) and max(both) > 1.5 * min(both):
+            spread.append(f"{r['workload']} ({r['threads']} thr): {fmt_time(both[0])} next to LibTorch 2.13, "
+                          f"{fmt_time(both[1])} next to LibTorch 1.13")
+    lines += ["", "What limits the missed targets (the \"needed\" column gives the arithmetic). LeNet5 inference "
+              "is compared with ONNX Runtime's fused, prepacked convolutions: 3x of it needs about the machine's "
+              "whole FMA peak. The fractions of the peak are held back where the per-layer profile below shows "
+              "it: the tiny MLP's first layer (4 inputs, 32 tanh outputs: 4 multiply-adds per tanh) and the "
+              "element-wise work between the matrix products; for the PINN, the activation jets (value and three "
+              "derivatives of tanh per column), which count no FLOPs. chainlet's one-sample forward + pullback "
+              "is bimodal across processes, same binary and inputs: 0.29–0.57 µs in most, 2.6–5.5 µs in some "
+              "(cause not found: its kernels read nothing past their buffers and allocate nothing); a slow process "
+              "moves that ratio by ~10x. chainlet's times of this run that differ by more than 1.5x between the two "
+              "C++ processes: " + ("; ".join(spread) if spread else "none") + ".", "",
               "Before issue 15 the targets were held against Debian's LibTorch 1.13 (same-process ratios):", "",
               "| figure | target | measured | |", "|---|---|---|---|"]
     for prefix, t, target in TARGETS_113:
@@ -372,6 +382,20 @@ def main():
             lines.append(f"| {b} | " + " | ".join(f"{fwd[k][b] / b * 1e6:.3g}" if b in fwd[k] else "—" for k in fwd) + " |")
         lines.append("")
 
+    profile = os.path.join(results, "profile.md")
+    if os.path.exists(profile):
+        body = open(profile).read().strip().splitlines()
+        # chainlet_profile's own headings are level 3, under this section's.
+        lines += ["## Where chainlet's time goes: per-layer profile", "",
+                  "`build/bench/chainlet_profile` (bench/profile.cpp), run by the same `bench/compare.sh` after the "
+                  "frameworks, pinned like the rows: every layer's forward and pullback, the loss, the partial "
+                  "gradients and the optimiser step of the benchmark workloads, timed inside one instrumented "
+                  "step on 1 thread, with the library's own uninstrumented step on 1 and 2 threads below each "
+                  "table to check the sum. % of the FMA peak measured by that process. The tables before and "
+                  "after issue 16's kernel work (and how they were taken) are in [profile.md](profile.md).", ""]
+        first = next((i for i, ln in enumerate(body) if ln.startswith("#")), len(body))
+        lines += ["    " + ln for ln in body[:first]] + [""] + body[first:]  # its preamble as a code block
+        lines.append("")
     lines += [
         "![chainlet's speed-up over each framework](benchmarks.png)",
         "",
