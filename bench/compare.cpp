@@ -15,7 +15,8 @@
 //   chainlet_compare [--quick] [--json FILE] [--threads T | --thread-count T]
 //     --threads T       rows with 1 and with T threads (default T: all)
 //     --thread-count T  rows with T threads only (bench/compare.sh pins each count with taskset)
-//     --only S          only the rows whose workload name contains S ("first step", "grid": those parts)
+//     --only S          only the rows whose workload name contains S or one of its '|'-separated parts
+//                       ("first step", "grid": those parts)
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -174,6 +175,12 @@ std::pair<double, double> alternate(int threads, Side& ours, Side& theirs, int r
     torch::set_num_threads(threads);
     ours.setup();
     theirs.setup();
+    // One untimed call each first. The timer sizes its blocks on its first calls, and a one-time cost
+    // there (lazy symbol binding, first-touch page faults: 25 ms and more was seen after the first-step
+    // section) made a 0.3 µs call look like a 50 ms one, so the block shrank to 2 calls and timed the
+    // cold-cache calls after the other side's block (4 µs) instead of the steady state.
+    ours.step();
+    theirs.step();
     Timer ta, tb;
     ta.run(ours.step, target / 2);  // warm-up, also sizes the blocks
     tb.run(theirs.step, target / 2);
@@ -565,8 +572,17 @@ int main(int argc, char** argv) {
     std::vector<int> thread_counts = {1};
     if (max_threads > 1) thread_counts.push_back(max_threads);
     if (only_threads > 0) thread_counts = {only_threads}, max_threads = only_threads;
-    // --only S: the rows whose workload name contains S ("first step" and "grid" name the other parts).
-    auto wanted = [&](const std::string& name) { return only.empty() || name.find(only) != std::string::npos; };
+    // --only S: the rows whose workload name contains S, or one of S's '|'-separated parts ("first step"
+    // and "grid" name the other parts).
+    auto wanted = [&](const std::string& name) {
+        if (only.empty()) return true;
+        for (std::size_t b = 0;;) {
+            const std::size_t e = std::min(only.find('|', b), only.size());
+            if (name.find(only.substr(b, e - b)) != std::string::npos) return true;
+            if (e == only.size()) return false;
+            b = e + 1;
+        }
+    };
     std::vector<FirstStep> firsts;
     if (wanted("first step"))
         for (int t : thread_counts)

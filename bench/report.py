@@ -316,11 +316,11 @@ def main():
               "whole FMA peak. The fractions of the peak are held back where the per-layer profile below shows "
               "it: the tiny MLP's first layer (4 inputs, 32 tanh outputs: 4 multiply-adds per tanh) and the "
               "element-wise work between the matrix products; for the PINN, the activation jets (value and three "
-              "derivatives of tanh per column), which count no FLOPs. chainlet's one-sample forward + pullback "
-              "is bimodal across processes, same binary and inputs: 0.29–0.57 µs in most, 2.6–5.5 µs in some "
-              "(cause not found: its kernels read nothing past their buffers and allocate nothing); a slow process "
-              "moves that ratio by ~10x. chainlet's times of this run that differ by more than 1.5x between the two "
-              "C++ processes: " + ("; ".join(spread) if spread else "none") + ".", "",
+              "derivatives of tanh per column), which count no FLOPs. chainlet's times of this run that differ by "
+              "more than 1.5x between the two C++ processes (a sign of a measuring problem; until e4b4b57 the "
+              "one-sample forward + pullback showed 4 µs instead of 0.3 µs in some processes, because the C++ "
+              "timer sized its blocks on a first call that paid a one-time cost of 25 ms and more): "
+              + ("; ".join(spread) if spread else "none") + ".", "",
               "Before issue 15 the targets were held against Debian's LibTorch 1.13 (same-process ratios):", "",
               "| figure | target | measured | |", "|---|---|---|---|"]
     for prefix, t, target in TARGETS_113:
