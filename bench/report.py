@@ -317,7 +317,7 @@ def main():
               "it: the tiny MLP's first layer (4 inputs, 32 tanh outputs: 4 multiply-adds per tanh) and the "
               "element-wise work between the matrix products; for the PINN, the activation jets (value and three "
               "derivatives of tanh per column), which count no FLOPs. chainlet's times of this run that differ by "
-              "more than 1.5x between the two C++ processes (a sign of a measuring problem; until e4b4b57 the "
+              "more than 1.5x between the two C++ processes (a sign of a measuring problem; before 8fc06bf the "
               "one-sample forward + pullback showed 4 µs instead of 0.3 µs in some processes, because the C++ "
               "timer sized its blocks on a first call that paid a one-time cost of 25 ms and more): "
               + ("; ".join(spread) if spread else "none") + ".", "",
