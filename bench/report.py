@@ -394,7 +394,8 @@ def main():
                   "table to check the sum. % of the FMA peak measured by that process. The tables before and "
                   "after issue 16's kernel work (and how they were taken) are in [profile.md](profile.md).", ""]
         first = next((i for i, ln in enumerate(body) if ln.startswith("#")), len(body))
-        lines += ["    " + ln for ln in body[:first]] + [""] + body[first:]  # its preamble as a code block
+        preamble = [ln for ln in body[:first] if ln.strip()]
+        lines += ["    " + ln for ln in preamble] + [""] + body[first:]  # its preamble as a code block
         lines.append("")
     lines += [
         "![chainlet's speed-up over each framework](benchmarks.png)",
