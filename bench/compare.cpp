@@ -326,6 +326,32 @@ struct TorchPinnStep {
     }
 };
 
+// One Adam(1e-3) step on the whole batch x with squared error: chainlet (a fresh workspace and
+// optimiser) against the LibTorch model (MSE on tx, ty) with a fresh optimiser.
+template <class Net, class Model>
+Row adam_mse_row(const std::string& name, int t, double flops, const std::vector<float>& x,
+                 const std::vector<float>& y, std::vector<float>& p, std::vector<float>& g, Model& model,
+                 const torch::Tensor& tx, const torch::Tensor& ty, int rounds, double target) {
+    const std::size_t n = x.size() / Net::in_size;
+    torch::optim::Adam topt(model->parameters(), torch::optim::AdamOptions(1e-3));
+    Workspace<Net, float> ws;
+    Adam opt(1e-3f);
+    return compare(
+        name, t, flops,
+        {[&] { ws.reserve(n, t); opt.init(p.size()); },
+         [&] {
+             value_and_gradient<Net>(ws, p, g, x, y, SquaredError{}, t);
+             opt.step(p, g);
+         }},
+        {[] {},
+         [&] {
+             topt.zero_grad();
+             torch::mse_loss(model->forward(tx), ty).backward();
+             topt.step();
+         }},
+        rounds, target);
+}
+
 // A training step on a batch (squared error, Adam(1e-3)) and inference on its first sample, chainlet
 // against the LibTorch model make_model() returns, which reads tx (the batch, in its own layout) and ty.
 template <class Net, class MakeModel>
@@ -340,23 +366,9 @@ void step_and_single_rows(std::vector<Row>& rows, const std::string& train_name,
     init_params<Net>(p, 1);
     for (int t : thread_counts) {
         auto model = make_model();
-        torch::optim::Adam topt(model->parameters(), torch::optim::AdamOptions(1e-3));
-        Workspace<Net, float> ws, ws1;
-        Adam opt(1e-3f);
-        rows.push_back(compare(
-            train_name, t, 2.0 * train_macs * static_cast<double>(n),
-            {[&] { ws.reserve(n, t); opt.init(p.size()); },
-             [&] {
-                 value_and_gradient<Net>(ws, p, g, x, y, SquaredError{}, t);
-                 opt.step(p, g);
-             }},
-            {[] {},
-             [&] {
-                 topt.zero_grad();
-                 torch::mse_loss(model->forward(tx), ty).backward();
-                 topt.step();
-             }},
-            rounds, target));
+        Workspace<Net, float> ws1;
+        rows.push_back(adam_mse_row<Net>(train_name, t, 2.0 * train_macs * static_cast<double>(n), x, y, p, g, model, tx,
+                                         ty, rounds, target));
         rows.push_back(compare(
             infer_name, t, 2.0 * forward_macs, {[&] { ws1.reserve(1, t); }, [&] { predict<Net>(ws1, p, one, out, t); }},
             {[] {},
@@ -605,25 +617,9 @@ int main(int argc, char** argv) {
         const torch::Tensor tx = torch::from_blob(const_cast<float*>(x.data()), {static_cast<long>(n), 4}).clone();
         const torch::Tensor ty = torch::from_blob(const_cast<float*>(y.data()), {static_cast<long>(n), 4}).clone();
         for (int t : thread_counts) {
-            Workspace<TinyMLP, float> ws;
-            Adam opt(1e-3f);
             auto model = torch_tiny();
-            torch::optim::Adam topt(model->parameters(), torch::optim::AdamOptions(1e-3));
-            rows.push_back(compare(
-                "tiny MLP train step, 10k samples", t, 2.0 * tiny_train_macs * n,
-                {[&] { ws.reserve(n, t); opt.init(p.size()); },
-                 [&] {
-                     value_and_gradient<TinyMLP>(ws, p, g, x, y, SquaredError{}, t);
-                     opt.step(p, g);
-                 }},
-                {[] {},
-                 [&] {
-                     topt.zero_grad();
-                     auto loss = torch::mse_loss(model->forward(tx), ty);
-                     loss.backward();
-                     topt.step();
-                 }},
-                rounds, target));
+            rows.push_back(adam_mse_row<TinyMLP>("tiny MLP train step, 10k samples", t, 2.0 * tiny_train_macs * n, x, y, p,
+                                                 g, model, tx, ty, rounds, target));
         }
     }
     // 2. The same model, one sample: forward, and forward + pullback (gradient of a squared loss).
@@ -667,25 +663,11 @@ int main(int argc, char** argv) {
         const torch::Tensor tx = torch::from_blob(const_cast<float*>(x.data()), {static_cast<long>(n), 2}).clone();
         const torch::Tensor ty = torch::from_blob(const_cast<float*>(y.data()), {static_cast<long>(n), 2}).clone();
         for (int t : thread_counts) {
-            Workspace<WideMLP, float> ws;
-            Adam opt(1e-3f);
             auto model = torch::nn::Sequential(torch::nn::Linear(2, 64), torch::nn::Tanh(), torch::nn::Linear(64, 64),
                                                torch::nn::Tanh(), torch::nn::Linear(64, 2));
-            torch::optim::Adam topt(model->parameters(), torch::optim::AdamOptions(1e-3));
-            rows.push_back(compare(
-                "wide MLP train step, batch " + std::to_string(n), t, 2.0 * wide_train_macs * static_cast<double>(n),
-                {[&] { ws.reserve(n, t); opt.init(p.size()); },
-                 [&] {
-                     value_and_gradient<WideMLP>(ws, p, g, x, y, SquaredError{}, t);
-                     opt.step(p, g);
-                 }},
-                {[] {},
-                 [&] {
-                     topt.zero_grad();
-                     torch::mse_loss(model->forward(tx), ty).backward();
-                     topt.step();
-                 }},
-                rounds, target));
+            rows.push_back(adam_mse_row<WideMLP>("wide MLP train step, batch " + std::to_string(n), t,
+                                                 2.0 * wide_train_macs * static_cast<double>(n), x, y, p, g, model, tx,
+                                                 ty, rounds, target));
         }
     }
     // 4. LeNet5: one training epoch (batch 2048, Adam(3e-4), no shuffling on either side) and inference
