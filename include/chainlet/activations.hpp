@@ -31,7 +31,11 @@ struct Identity {
     static V pullback(V dy, V /*y*/) { return dy; }
     // jet: y and f', f'', f''' at z (the input-derivative pass, derivatives/taylor.hpp).
     template <class V>
-    static Jet<V> jet(V z) { return {z, V(1), V(0), V(0)}; }
+    static Jet<V> jet(V z) { return output_jet(z); }
+    // output_jet: the same from y = f(z) (activations whose derivatives are functions of y; the
+    // input-derivative pullback then reads the saved y instead of evaluating f again).
+    template <class V>
+    static Jet<V> output_jet(V y) { return {y, V(1), V(0), V(0)}; }
 };
 
 struct ReLU {
@@ -44,7 +48,9 @@ struct ReLU {
     static V pullback(V dy, V y) { return simd::select(y > V(0), dy, V(0)); }
     // f' = [z > 0], f'' = f''' = 0 (almost everywhere)
     template <class V>
-    static Jet<V> jet(V z) { return {simd::max(z, V(0)), simd::select(z > V(0), V(1), V(0)), V(0), V(0)}; }
+    static Jet<V> jet(V z) { return output_jet(value(z)); }
+    template <class V>
+    static Jet<V> output_jet(V y) { return {y, simd::select(y > V(0), V(1), V(0)), V(0), V(0)}; }
 };
 
 struct Tanh {
@@ -57,8 +63,10 @@ struct Tanh {
     static V pullback(V dy, V y) { return dy * simd::fma(-y, y, V(1)); }
     // f' = 1 - y^2,  f'' = -2 y f',  f''' = -2 f' (1 - 3 y^2)
     template <class V>
-    static Jet<V> jet(V z) {
-        const V y = value(z), d1 = simd::fma(-y, y, V(1));
+    static Jet<V> jet(V z) { return output_jet(value(z)); }
+    template <class V>
+    static Jet<V> output_jet(V y) {
+        const V d1 = simd::fma(-y, y, V(1));
         return {y, d1, V(-2) * y * d1, V(-2) * d1 * simd::fma(V(-3) * y, y, V(1))};
     }
 };
@@ -73,8 +81,10 @@ struct Sigmoid {
     static V pullback(V dy, V y) { return dy * (y - y * y); }
     // f' = y (1 - y),  f'' = f' (1 - 2y),  f''' = f' (1 - 6y + 6y^2)
     template <class V>
-    static Jet<V> jet(V z) {
-        const V y = value(z), d1 = y - y * y;
+    static Jet<V> jet(V z) { return output_jet(value(z)); }
+    template <class V>
+    static Jet<V> output_jet(V y) {
+        const V d1 = y - y * y;
         return {y, d1, d1 * simd::fma(V(-2), y, V(1)), d1 * simd::fma(V(6), y * y - y, V(1))};
     }
 };

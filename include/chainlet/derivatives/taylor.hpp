@@ -167,18 +167,32 @@ LinearResidual<T, Source> linear_residual(std::vector<T> first, std::vector<T> s
 namespace detail {
 
 // The Dense rules of the header comment on one layer. z, y, zbar: Out x C x n.
+// An activation with `output_jet` (its derivatives are functions of y = f(z): identity, ReLU, tanh,
+// sigmoid) lets the pullback read the jet from y: Dense's forward then stores y's value column over z's
+// column 0 (`in_place`), so the pullback evaluates no f again (tanh: a quarter of the PINN pullback).
+template <class Act>
+concept HasOutputJet = requires { Act::template output_jet<double>(0.0); };
+
 template <class Act, class T>
 struct DenseJetRule {
-    // y and its columns from z (z already holds W a + b in every column).
-    static void forward(const T* z, T* y, std::size_t out, std::size_t n, std::size_t D,
-                        const std::vector<std::vector<std::size_t>>& second) {
+    static constexpr bool from_output = HasOutputJet<Act>;
+    // y and its columns from z (z holds W a in every column). in_place (Dense): bias (if any) is added to
+    // column 0 first, and with from_output column 0 of z receives y's value for the pullback. Otherwise
+    // (ActivationLayer: z is the layer's input) z is read only.
+    template <bool in_place>
+    static void forward(std::conditional_t<in_place, T*, const T*> z, T* y, std::size_t out, std::size_t n,
+                        std::size_t D, const std::vector<std::vector<std::size_t>>& second, const T* bias = nullptr) {
         const std::size_t C = 1 + D + second.size(), stride = C * n;
         for (std::size_t o = 0; o < out; ++o) {
-            const T* zo = z + o * stride;
+            auto zo = z + o * stride;
             T* yo = y + o * stride;
             kernels::vectors_then_scalars<T>(n, [&]<class V>(std::size_t s) {
-                const Jet<V> j = Act::jet(simd::loadv<V>(zo + s));
+                V z0 = simd::loadv<V>(zo + s);
+                if constexpr (in_place)
+                    if (bias) z0 += V(bias[o]);
+                const Jet<V> j = Act::jet(z0);
                 simd::storev(yo + s, j.value);
+                if constexpr (in_place) simd::storev(zo + s, from_output ? j.value : z0);
                 for (std::size_t i = 0; i < D; ++i) simd::storev(yo + (1 + i) * n + s, j.d1 * simd::loadv<V>(zo + (1 + i) * n + s));
                 for (std::size_t k = 0; k < second.size(); ++k) {
                     V sq(0);
@@ -192,8 +206,10 @@ struct DenseJetRule {
             });
         }
     }
-    // ybar (in place) becomes zbar.
+    // ybar (in place) becomes zbar. saved_output: column 0 of z holds y (the in_place forward of an
+    // activation with output_jet).
     // containing[i]: the second-derivative columns k whose set holds tangent i.
+    template <bool saved_output>
     static void pullback(const T* z, T* ybar, std::size_t out, std::size_t n, std::size_t D,
                          const std::vector<std::vector<std::size_t>>& second,
                          const std::vector<std::vector<std::size_t>>& containing) {
@@ -202,7 +218,10 @@ struct DenseJetRule {
             const T* zo = z + o * stride;
             T* bo = ybar + o * stride;
             kernels::vectors_then_scalars<T>(n, [&]<class V>(std::size_t s) {
-                const Jet<V> j = Act::jet(simd::loadv<V>(zo + s));
+                const Jet<V> j = [&] {
+                    if constexpr (saved_output) return Act::output_jet(simd::loadv<V>(zo + s));
+                    else return Act::jet(simd::loadv<V>(zo + s));
+                }();
                 V z0bar = simd::loadv<V>(bo + s) * j.d1;
                 for (std::size_t i = 0; i < D; ++i)
                     z0bar = simd::fma(simd::loadv<V>(bo + (1 + i) * n + s) * j.d2, simd::loadv<V>(zo + (1 + i) * n + s), z0bar);
@@ -273,7 +292,8 @@ template <class B>
     requires requires { typename B::layer_type; }
 struct TaylorRule<B> : TaylorRuleOf<typename B::layer_type, B> {};
 
-// Dense: the rules of the header comment. Saved: z (Out features). The bias enters column 0 only.
+// Dense: the rules of the header comment. Saved: z (Out features; column 0 holds y instead where the
+// activation has output_jet, see DenseJetRule). The bias enters column 0 only.
 template <TaylorDense B>
 struct TaylorRule<B> {
     static constexpr std::size_t In = B::in_size, Out = B::out_size;
@@ -284,18 +304,15 @@ struct TaylorRule<B> {
     static void forward(const T* p, const T* x, T* y, T* z, std::size_t m, const JetColumns& cols) {
         const std::size_t N = cols.C * m;
         kernels::gemm_nn<Identity, kernels::Init::zero>(Out, N, In, p, 1, Out, x, N, z, N);
-        if constexpr (B::has_bias) {
-            const T* b = p + B::num_weights;
-            for (std::size_t o = 0; o < Out; ++o)
-                for (std::size_t j = 0; j < m; ++j) z[o * N + j] += b[o];
-        }
-        DenseJetRule<Act, T>::forward(z, y, Out, m, cols.D, cols.second);
+        const T* bias = B::has_bias ? p + B::num_weights : nullptr;
+        DenseJetRule<Act, T>::template forward<true>(z, y, Out, m, cols.D, cols.second, bias);
     }
     template <class T>
     static void pullback(const T* p, T* g, const T* x, const T* z, T*, T* ybar, T* xbar, std::size_t m,
                          const JetColumns& cols) {
         const std::size_t N = cols.C * m;
-        DenseJetRule<Act, T>::pullback(z, ybar, Out, m, cols.D, cols.second, cols.containing);  // ybar -> zbar
+        constexpr bool saved_output = DenseJetRule<Act, T>::from_output;
+        DenseJetRule<Act, T>::template pullback<saved_output>(z, ybar, Out, m, cols.D, cols.second, cols.containing);  // ybar -> zbar
         // Wbar[i, o] += sum over every column of a[i, .] zbar[o, .]
         kernels::gemm_nt(In, Out, N, x, N, ybar, N, g, Out);
         if constexpr (B::has_bias) kernels::row_sums_add(Out, m, ybar, N, g + B::num_weights);
@@ -415,14 +432,14 @@ struct TaylorRuleOf<ActivationLayer<Act>, B> {
     static constexpr std::size_t saved = 0, scratch = 0;
     template <class T>
     static void forward(const T*, const T* x, T* y, T*, std::size_t m, const JetColumns& cols) {
-        DenseJetRule<Act, T>::forward(x, y, F, m, cols.D, cols.second);
+        DenseJetRule<Act, T>::template forward<false>(x, y, F, m, cols.D, cols.second);
     }
     template <class T>
     static void pullback(const T*, T*, const T* x, const T*, T*, T* ybar, T* xbar, std::size_t m,
                          const JetColumns& cols) {
         if (!xbar) return;
         std::copy_n(ybar, F * cols.C * m, xbar);
-        DenseJetRule<Act, T>::pullback(x, xbar, F, m, cols.D, cols.second, cols.containing);
+        DenseJetRule<Act, T>::template pullback<false>(x, xbar, F, m, cols.D, cols.second, cols.containing);
     }
 };
 
