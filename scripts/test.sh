@@ -14,3 +14,14 @@ if grep -q '\*\*\*Skipped\|Not Run' "$log"; then
   echo "error: tests were skipped (see above); scripts/install-deps.sh should have installed what they need" >&2
   exit 1
 fi
+# The portable build (CHAINLET_SIMD=scalar: no xsimd, every kernel its plain C++ form), a few test
+# programs that cover the kernels, a dense and a convolutional layer and the input-derivative pass.
+# Until 2026-11-24 no build exercised it, and simd::hsum_add added nothing there.
+cmake -S . -B build-scalar -G Ninja -DCMAKE_BUILD_TYPE=Release -DCHAINLET_SIMD=scalar -DCHAINLET_MPI=OFF \
+  -DCHAINLET_BUILD_EXAMPLES=OFF -DCHAINLET_BUILD_BENCHMARKS=OFF
+scalar_tests=(test_kernels test_dense test_conv test_input_derivatives)
+cmake --build build-scalar --target "${scalar_tests[@]}"
+for t in "${scalar_tests[@]}"; do
+  echo "== scalar build: $t"
+  build-scalar/tests/$t
+done

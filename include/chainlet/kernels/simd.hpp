@@ -97,11 +97,12 @@ inline T hsum(vec<T> v) {
 template <class T, std::size_t count>
 inline void hsum_add(const vec<T>* v, T* out) {
 #ifdef CHAINLET_SCALAR
-    constexpr std::size_t group = 1;
+    constexpr std::size_t grouped = 0;  // no vectors: every sum by the loop at the end
 #else
     // vectors reduced together
     constexpr std::size_t group = std::is_same_v<T, float> && width<T> == 16 ? 8 : width<T>;
-    for (std::size_t i = 0; i < count - count % group; i += group) {
+    constexpr std::size_t grouped = count - count % group;
+    for (std::size_t i = 0; i < grouped; i += group) {
 #ifdef __AVX512F__
         if constexpr (std::is_same_v<T, float> && width<T> == 16) {
             using H = xsimd::batch<float, xsimd::avx2>;
@@ -118,7 +119,7 @@ inline void hsum_add(const vec<T>* v, T* out) {
         (xsimd::haddp(v + i) + vec<T>::load_unaligned(out + i)).store_unaligned(out + i);
     }
 #endif
-    for (std::size_t k = count - count % group; k < count; ++k) out[k] += hsum<T>(v[k]);
+    for (std::size_t k = grouped; k < count; ++k) out[k] += hsum<T>(v[k]);
 }
 
 // Returns v, held in a register: without this GCC 12 re-reads a loaded vector from memory for every
