@@ -143,8 +143,8 @@ inline void for_row_blocks(size_t M, F&& tile) {
 // for each tile shape, never inlined: with every shape's loop in one function (nn_panel's lambda) and
 // the tile read through a reference, GCC 12 kept accumulators of the full tile on the stack (an FMA with
 // a memory operand and a store per update), in float and double. Measured on gemm_nn, 1 thread,
-// AVX-512, float / double: 32 x 640 x 32 from 70 / 46 to 105 / 51 GFLOP/s, 32 x 576 x 4 from 52 / 22
-// to 69 / 29; a hand-written loop over the full tile alone reaches 110 / 55.
+// AVX-512, float / double: 32 x 640 x 32 from 87 / 45 to 104 / 53 GFLOP/s, 32 x 576 x 4 from 47 / 21
+// to 74 / 34 (docs/profile.md); a hand-written loop over the full tile alone reaches about 110 / 55.
 template <class Epilogue, Init init, class V, int MR, int NR, class T, class AOff, class BOff>
 [[gnu::noinline]] void nn_tile_run(const Tile<T, AOff, BOff>& t, size_t m, size_t n, size_t n_end) {
     for (; n < n_end; n += NR * lanes<V>)
