@@ -105,3 +105,38 @@ TEMPLATE_TEST_CASE("conv kernels match their scalar twins on odd sizes", "[conv]
         REQUIRE(test::max_rel_diff(db1, db2) < 10 * tol);
     }
 }
+
+TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window skipped, edge tiles split) matches its twin",
+                   "[conv][kernel]", float, double) {
+    // The input-gradient shape of a valid convolution: an image padded by KW - 1 columns and KH - 1 rows
+    // of zeros on each side, so the pixel tiles at the left and right edges reach the padding; widths
+    // from a single tile to several, with a tail.
+    using T = TestType;
+    constexpr std::size_t IC = 3, KH = 3, KW = 4, OC = 6;
+    for (const std::size_t inner_w : {std::size_t(2), std::size_t(5), std::size_t(9), std::size_t(12)}) {
+        const std::size_t IW = inner_w + 2 * (KW - 1), IH = 4 + 2 * (KH - 1);
+        std::vector<std::uint32_t> patch(KH * KW * IC);
+        for (std::size_t ky = 0; ky < KH; ++ky)
+            for (std::size_t kx = 0; kx < KW; ++kx)
+                for (std::size_t c = 0; c < IC; ++c)
+                    patch[(ky * KW + kx) * IC + c] = static_cast<std::uint32_t>((ky * IW + kx) * IC + c);
+        const kernels::ConvShape s{IW, IC, IH - KH + 1, IW - KW + 1, OC, KH, KW, patch.data(),
+                                   KH - 1, IH - (KH - 1), KW - 1, IW - (KW - 1)};
+        for (std::size_t n : {1, 16, 17}) {
+            auto in = test::random_vector<T>(IH * IW * IC * n, 3);
+            for (std::size_t y = 0; y < IH; ++y)
+                for (std::size_t x = 0; x < IW; ++x)
+                    if (y < s.row0 || y >= s.row1 || x < s.col0 || x >= s.col1)
+                        std::fill_n(in.begin() + static_cast<std::ptrdiff_t>((y * IW + x) * IC * n), IC * n, T(0));
+            const auto w = test::random_vector<T>(s.K() * OC, 1);
+            std::vector<T> y1(s.OH * s.OW * OC * n), y2(y1.size());
+            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, kernels::Stride{OC}, in.data(), n,
+                                                                 y1.data(), nullptr, nullptr);
+            kernels::conv_valid_reference<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, kernels::Stride{OC}, in.data(),
+                                                                           n, y2.data(), static_cast<const T*>(nullptr),
+                                                                           static_cast<T*>(nullptr));
+            INFO("inner width " << inner_w << ", n=" << n);
+            REQUIRE(test::max_rel_diff(y1, y2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+        }
+    }
+}

@@ -74,8 +74,21 @@ void conv_valid(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a_off, cons
                 for (; v < n; ++v) nn_tile<Epilogue, init, T, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(v)));
             });
         };
+        // Taps of pixel x that reach the non-zero columns: [first(x), end(x)). A tile runs the union of
+        // its pixels' taps; where they differ (a tile at the edge of the zero padding, as in the input
+        // gradient of a valid convolution) it is split in two, which cuts that gradient's multiply-adds
+        // on LeNet5's second convolution from 1.3x to 1.1x the useful ones.
+        const auto first = [&](size_t x) { return s.col0 > x ? std::min(s.col0 - x, s.KW) : 0; };
+        const auto end = [&](size_t x) { return std::min(s.KW, s.col1 > x ? s.col1 - x : 0); };
         size_t ox = 0;
-        for (const size_t ox_end = s.OW - s.OW % NP; ox < ox_end; ox += NP) pixels.template operator()<NP>(ox);
+        for (const size_t ox_end = s.OW - s.OW % NP; ox < ox_end; ox += NP) {
+            if (first(ox) == first(ox + NP - 1) && end(ox) == end(ox + NP - 1)) {
+                pixels.template operator()<NP>(ox);
+            } else {
+                pixels.template operator()<NP / 2>(ox);
+                pixels.template operator()<NP / 2>(ox + NP / 2);
+            }
+        }
         for (; ox < s.OW; ++ox) pixels.template operator()<1>(ox);
     }
 }
