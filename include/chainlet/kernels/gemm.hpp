@@ -274,38 +274,46 @@ void gemm_nt_reference(size_t M, size_t P, size_t K, const T* a, size_t lda, con
         }
 }
 
-// y[n] = epilogue(bias[n] + sum_k x[k] B[k, n]): the one-sample dense forward. Four partial sums per
-// output vector break the FMA dependency chain along k (latency 4, which a single chain would pay K times).
-// Outputs past the last full vector take a half- and a quarter-width vector where they fit: the
-// 4-output last layer of the tiny MLP otherwise ran 4 scalar chains of K dependent FMAs.
+// gemv_t's outputs [n, N) in vectors V of L lanes, as far as whole vectors reach; returns where it
+// stopped. Four partial sums per output vector break the FMA dependency chain along k (latency 4,
+// which a single chain would pay K times).
+template <class V, class Epilogue, class T>
+inline size_t gemv_t_vectors(size_t n, size_t N, size_t K, const T* x, const T* b, size_t ldb, const T* bias, T* y,
+                             T* z) {
+    constexpr size_t L = simd::lanes<V>;
+    for (const size_t n_end = N - (N - n) % L; n < n_end; n += L) {  // n <= N on entry
+        V s0 = simd::loadv<V>(bias + n), s1(T(0)), s2(T(0)), s3(T(0));
+        size_t k = 0;
+        for (const size_t k_end = K - K % (4); k < k_end; k += 4) {
+            s0 = simd::fma(V(x[k]), simd::loadv<V>(b + k * ldb + n), s0);
+            s1 = simd::fma(V(x[k + 1]), simd::loadv<V>(b + (k + 1) * ldb + n), s1);
+            s2 = simd::fma(V(x[k + 2]), simd::loadv<V>(b + (k + 2) * ldb + n), s2);
+            s3 = simd::fma(V(x[k + 3]), simd::loadv<V>(b + (k + 3) * ldb + n), s3);
+        }
+        for (; k < K; ++k) s0 = simd::fma(V(x[k]), simd::loadv<V>(b + k * ldb + n), s0);
+        const V s = (s0 + s1) + (s2 + s3);
+        if (z) simd::storev(z + n, s);
+        simd::storev(y + n, Epilogue::value(s));
+    }
+    return n;
+}
+
+// y[n] = epilogue(bias[n] + sum_k x[k] B[k, n]): the one-sample dense forward. Outputs past the last
+// full vector take a half- and a quarter-width vector where they fit: the 4-output last layer of the
+// tiny MLP otherwise ran 4 scalar chains of K dependent FMAs. (The vector loops are a function, not a
+// lambda: as a lambda, the GRU's one-sequence inference, which calls this with bias == y, ran 16 %
+// slower.)
 template <class Epilogue, class T>
 void gemv_t(size_t N, size_t K, const T* x, const T* b, size_t ldb, const T* bias, T* y,
             std::type_identity_t<T*> z = nullptr) {
     constexpr size_t W = simd::width<T>;
     size_t n = 0;
-    auto run = [&]<class V>(size_t n_end) {
-        constexpr size_t L = simd::lanes<V>;
-        for (; n + L <= n_end; n += L) {
-            V s0 = simd::loadv<V>(bias + n), s1(T(0)), s2(T(0)), s3(T(0));
-            size_t k = 0;
-            for (const size_t k_end = K - K % (4); k < k_end; k += 4) {
-                s0 = simd::fma(V(x[k]), simd::loadv<V>(b + k * ldb + n), s0);
-                s1 = simd::fma(V(x[k + 1]), simd::loadv<V>(b + (k + 1) * ldb + n), s1);
-                s2 = simd::fma(V(x[k + 2]), simd::loadv<V>(b + (k + 2) * ldb + n), s2);
-                s3 = simd::fma(V(x[k + 3]), simd::loadv<V>(b + (k + 3) * ldb + n), s3);
-            }
-            for (; k < K; ++k) s0 = simd::fma(V(x[k]), simd::loadv<V>(b + k * ldb + n), s0);
-            const V s = (s0 + s1) + (s2 + s3);
-            if (z) simd::storev(z + n, s);
-            simd::storev(y + n, Epilogue::value(s));
-        }
-    };
     if constexpr (simd::enabled) {
-        run.template operator()<simd::vec<T>>(N);
+        n = gemv_t_vectors<simd::vec<T>, Epilogue>(n, N, K, x, b, ldb, bias, y, z);
         using H = simd::sized_vec<T, W / 2>;
-        if constexpr (W >= 8 && !std::is_void_v<H>) run.template operator()<H>(N);
+        if constexpr (W >= 8 && !std::is_void_v<H>) n = gemv_t_vectors<H, Epilogue>(n, N, K, x, b, ldb, bias, y, z);
         using Q = simd::sized_vec<T, W / 4>;
-        if constexpr (W >= 16 && !std::is_void_v<Q>) run.template operator()<Q>(N);
+        if constexpr (W >= 16 && !std::is_void_v<Q>) n = gemv_t_vectors<Q, Epilogue>(n, N, K, x, b, ldb, bias, y, z);
     }
     for (; n < N; ++n) {
         T s = bias[n];
