@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <type_traits>
 
 #include "chainlet/kernels/simd.hpp"
@@ -108,12 +109,21 @@ void outer_add_reference(size_t M, size_t N, const T* x, const T* y, T* c, size_
 
 // Feature-major chunk from sample-major rows: dst[f * n + s] = convert(src[row(s) * F + f]), where
 // row(s) = index ? index[s] : s. This is also where a shuffled batch is gathered.
+namespace detail {
+// The same for samples [s0, s1) and features [f0, F) only.
+template <class S, class D, class Convert>
+void gather_transpose_part(const S* src, size_t F, const std::uint32_t* index, size_t n, D* dst, Convert convert,
+                           size_t s0, size_t s1, size_t f0) {
+    for (size_t s = s0; s < s1; ++s) {
+        const S* r = src + static_cast<size_t>(index ? index[s] : s) * F;
+        for (size_t f = f0; f < F; ++f) dst[f * n + s] = convert(r[f]);
+    }
+}
+}  // namespace detail
+
 template <class S, class D, class Convert>
 void gather_transpose(const S* src, size_t F, const std::uint32_t* index, size_t n, D* dst, Convert convert) {
-    for (size_t s = 0; s < n; ++s) {
-        const S* r = src + static_cast<size_t>(index ? index[s] : s) * F;
-        for (size_t f = 0; f < F; ++f) dst[f * n + s] = convert(r[f]);
-    }
+    detail::gather_transpose_part(src, F, index, n, dst, convert, 0, n, 0);
 }
 
 #if !defined(CHAINLET_SCALAR) && defined(__AVX512F__)
@@ -170,13 +180,9 @@ inline void transpose_16x16(const float* const* rows, float* out, size_t ld) {
             for (size_t i = 0; i < 16; ++i) block[i] = rows[i] + f;
             transpose_16x16(block, dst + f * n + s0, n);
         }
-        for (size_t i = 0; i < 16; ++i)
-            for (size_t f = blocked_features; f < F; ++f) dst[f * n + s0 + i] = rows[i][f];
+        gather_transpose_part(src, F, index, n, dst, std::identity{}, s0, s0 + 16, blocked_features);
     }
-    for (size_t s = blocked; s < n; ++s) {
-        const float* r = src + static_cast<size_t>(index ? index[s] : s) * F;
-        for (size_t f = 0; f < F; ++f) dst[f * n + s] = r[f];
-    }
+    gather_transpose_part(src, F, index, n, dst, std::identity{}, blocked, n, 0);
 }
 }  // namespace detail
 #endif
