@@ -163,10 +163,10 @@ inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff>& t) {
     for_row_blocks(M, [&]<int MR>(size_t m) {
         size_t n = 0;
         if constexpr (simd::enabled) {
-            nn_tile_run<Epilogue, init, V, MR, NR>(t, m, 0, N - N % (NR * W));
-            n = N - N % (NR * W);
-            nn_tile_run<Epilogue, init, V, MR, 1>(t, m, n, N - N % W);
-            n = N - N % W;
+            const size_t full_tiles_end = N - N % (NR * W), vectors_end = N - N % W;
+            nn_tile_run<Epilogue, init, V, MR, NR>(t, m, 0, full_tiles_end);
+            nn_tile_run<Epilogue, init, V, MR, 1>(t, m, full_tiles_end, vectors_end);
+            n = vectors_end;
             using H = simd::sized_vec<T, W / 2>;
             if constexpr (W >= 8 && !std::is_void_v<H>)
                 if (N - n >= W / 2) {
