@@ -67,7 +67,7 @@ struct Dense {
             T* z = Act::derivative_from_output ? nullptr : saved;
             if (n == 1) {
                 if constexpr (Bias) {
-                    gemv_t<Act>(Out, in_size, x, w, Out, p + num_weights, y, z);
+                    gemv_t_fixed<Act, Out, in_size>(x, w, p + num_weights, y, z);
                 } else {
                     gemm_nn<Act, Init::zero>(1, Out, in_size, x, 0, 1, w, Out, y, Out, nullptr, z);
                 }
