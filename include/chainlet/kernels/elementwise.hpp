@@ -107,10 +107,9 @@ void outer_add_reference(size_t M, size_t N, const T* x, const T* y, T* c, size_
         for (size_t n = 0; n < N; ++n) c[m * ldc + n] += x[m] * y[n];
 }
 
-// Feature-major chunk from sample-major rows: dst[f * n + s] = convert(src[row(s) * F + f]), where
-// row(s) = index ? index[s] : s. This is also where a shuffled batch is gathered.
 namespace detail {
-// The same for samples [s0, s1) and features [f0, F) only.
+// gather_transpose (below) for samples [s0, s1) and features [f0, F) of a chunk of n samples only
+// (n is still the whole chunk's size: the row stride of dst).
 template <class S, class D, class Convert>
 void gather_transpose_part(const S* src, size_t F, const std::uint32_t* index, size_t n, D* dst, Convert convert,
                            size_t s0, size_t s1, size_t f0) {
@@ -121,6 +120,8 @@ void gather_transpose_part(const S* src, size_t F, const std::uint32_t* index, s
 }
 }  // namespace detail
 
+// Feature-major chunk from sample-major rows: dst[f * n + s] = convert(src[row(s) * F + f]), where
+// row(s) = index ? index[s] : s. This is also where a shuffled batch is gathered.
 template <class S, class D, class Convert>
 void gather_transpose(const S* src, size_t F, const std::uint32_t* index, size_t n, D* dst, Convert convert) {
     detail::gather_transpose_part(src, F, index, n, dst, convert, 0, n, 0);
@@ -180,7 +181,8 @@ inline void transpose_16x16(const float* const* rows, float* out, size_t ld) {
             for (size_t i = 0; i < 16; ++i) block[i] = rows[i] + f;
             transpose_16x16(block, dst + f * n + s0, n);
         }
-        gather_transpose_part(src, F, index, n, dst, std::identity{}, s0, s0 + 16, blocked_features);
+        if (blocked_features < F)
+            gather_transpose_part(src, F, index, n, dst, std::identity{}, s0, s0 + 16, blocked_features);
     }
     gather_transpose_part(src, F, index, n, dst, std::identity{}, blocked, n, 0);
 }

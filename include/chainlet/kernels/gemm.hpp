@@ -323,12 +323,10 @@ void gemv_t(size_t N, size_t K, const T* x, const T* b, size_t ldb, const T* bia
     }
 }
 
-// gemv_t with the sizes known at compile time, as its own function: the one-sample forward of a
-// Dense layer, specialised for the layer's shape whatever GCC decides about inlining elsewhere. With
-// gemv_t called directly, the tiny MLP's one-sample forward + pullback took 0.225 us in a program of
-// its own and 0.265 us in one that also trains LeNet5 and the PINN, where GCC inlined gemv_t into the
-// chain's forward; now 0.225 and 0.230 (the LibTorch comparison program: 0.266 before and after,
-// docs/profile.md).
+// gemv_t with N and K known at compile time and B stored with row stride N, as a function of its own
+// that is never inlined: the one-sample forward of a Dense layer, specialised for the layer's shape
+// whichever way GCC decides to inline elsewhere. Called directly, gemv_t's time depended on the rest of
+// the program (inlined into a chain's forward it ran slower; docs/profile.md has the figures).
 template <class Epilogue, size_t N, size_t K, class T>
 [[gnu::noinline, gnu::flatten]] void gemv_t_fixed(const T* x, const T* b, const T* bias, T* y, T* z) {
     gemv_t<Epilogue>(N, K, x, b, N, bias, y, z);

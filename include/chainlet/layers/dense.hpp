@@ -69,6 +69,7 @@ struct Dense {
                 if constexpr (Bias) {
                     gemv_t_fixed<Act, Out, in_size>(x, w, p + num_weights, y, z);
                 } else {
+                    // gemv_t starts from a bias; without one, one row of gemm_nn (no benchmark runs it)
                     gemm_nn<Act, Init::zero>(1, Out, in_size, x, 0, 1, w, Out, y, Out, nullptr, z);
                 }
             } else {
