@@ -2,6 +2,7 @@
 // vector tiles, the one-vector tiles and the scalar tails all run, in float and double.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <vector>
 
 #include "chainlet/activations.hpp"
@@ -120,16 +121,19 @@ TEMPLATE_TEST_CASE("gemv_t matches its scalar twin", "[kernel]", float, double) 
         }
 }
 
-TEMPLATE_TEST_CASE("channel_sums_add matches its scalar twin", "[kernel]", float, double) {
+TEMPLATE_TEST_CASE("activation_pullback_channel_sums matches its scalar twin", "[kernel]", float, double) {
     using T = TestType;
     for (std::size_t P : {std::size_t(1), std::size_t(3), std::size_t(17)})
-        for (std::size_t C : {std::size_t(1), std::size_t(6), std::size_t(7)})
+        for (std::size_t C : {std::size_t(1), std::size_t(6), std::size_t(7), std::size_t(16)})
             for (std::size_t n : sizes) {
-                const auto dz = test::random_vector<T>(P * C * n, P * 31 + C * 7 + n);
+                const auto dy = test::random_vector<T>(P * C * n, P * 31 + C * 7 + n);
+                const auto y = test::random_vector<T>(P * C * n, P + C + n);  // stand-ins for tanh outputs
+                auto dz1 = dy, dz2 = dy;
                 auto d1 = test::random_vector<T>(C, C), d2 = d1;
-                channel_sums_add(P, C, dz.data(), n, d1.data());
-                channel_sums_add_reference(P, C, dz.data(), n, d2.data());
+                activation_pullback_channel_sums<Tanh>(P, C, dz1.data(), y.data(), n, d1.data());
+                activation_pullback_channel_sums_reference<Tanh>(P, C, dz2.data(), y.data(), n, d2.data());
                 INFO("P=" << P << " C=" << C << " n=" << n);
+                REQUIRE(test::max_rel_diff(dz1, dz2) < (sizeof(T) == 4 ? 2e-6 : 1e-14));
                 REQUIRE(test::max_rel_diff(d1, d2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
             }
 }
@@ -146,6 +150,26 @@ TEMPLATE_TEST_CASE("pad_copy matches its scalar twin", "[kernel]", float, double
             pad_copy_reference(src.data(), H, W, C, n, top, left, bottom, right, d2.data());
             INFO("n=" << n << " pad=" << pad);
             REQUIRE(d1 == d2);
+        }
+}
+
+TEMPLATE_TEST_CASE("pad_copy_sides writes pad_copy's rows of the window and nothing else", "[kernel]", float, double) {
+    using T = TestType;
+    for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(17)})
+        for (std::size_t pad : {std::size_t(0), std::size_t(1), std::size_t(4)}) {
+            const std::size_t H = 5, W = 3, C = 3, top = pad, left = pad + 1, bottom = pad / 2, right = pad;
+            const std::size_t DW = W + left + right, row = DW * C * n;
+            const auto src = test::random_vector<T>(H * W * C * n, n + pad);
+            const auto garbage = test::random_vector<T>((H + top + bottom) * row, 1);
+            std::vector<T> full(garbage.size()), sides = garbage;
+            pad_copy(src.data(), H, W, C, n, top, left, bottom, right, full.data());
+            pad_copy_sides(src.data(), H, W, C, n, top, left, right, sides.data());
+            INFO("n=" << n << " pad=" << pad);
+            for (std::size_t y = 0; y < H + top + bottom; ++y) {
+                const auto& expected = y >= top && y < top + H ? full : garbage;
+                const auto b = static_cast<std::ptrdiff_t>(y * row), e = static_cast<std::ptrdiff_t>((y + 1) * row);
+                REQUIRE(std::equal(sides.begin() + b, sides.begin() + e, expected.begin() + b));
+            }
         }
 }
 

@@ -29,7 +29,6 @@
 #include "chainlet/activations.hpp"
 #include "chainlet/init.hpp"
 #include "chainlet/kernels/conv.hpp"
-#include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
 #include "chainlet/layers/conv_strided.hpp"
@@ -120,14 +119,14 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
         static void pullback(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
                              std::size_t n) {
             using namespace kernels;
-            activation_pullback<Act>(dy, Act::derivative_from_output ? y : saved + xp_size * n, out_size * n);
+            activation_pullback_channel_sums<Act>(OH * OW, OC, dy, Act::derivative_from_output ? y : saved + xp_size * n, n,
+                                                  g + num_weights);
             const T* xp = same ? saved : x;
             conv_weight_grad(forward_shape, xp, dy, n, g);
-            channel_sums_add(OH * OW, OC, dy, n, g + num_weights);
             if (dx) {
                 T* dzp = scratch;
-                pad_copy(static_cast<const T*>(dy), OH, OW, OC, n, KH - 1 - pad_top, KW - 1 - pad_left,
-                         KH - 1 - pad_bottom, KW - 1 - pad_right, dzp);
+                pad_copy_sides(static_cast<const T*>(dy), OH, OW, OC, n, KH - 1 - pad_top, KW - 1 - pad_left,
+                               KW - 1 - pad_right, dzp);
                 conv_valid<NoEpilogue, Init::zero>(input_grad_shape, p, OC, Table{flipped.data(), 1}, dzp, n, dx,
                                                  nullptr, nullptr);
             }

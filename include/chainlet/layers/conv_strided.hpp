@@ -24,7 +24,6 @@
 #include "chainlet/init.hpp"
 #include "chainlet/kernels/conv.hpp"
 #include "chainlet/kernels/conv_strided.hpp"
-#include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/layer_metadata.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
@@ -73,10 +72,10 @@ struct strided_conv_bound {
     template <class T>
     static void pullback(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
                          std::size_t n) {
-        kernels::activation_pullback<Act>(dy, Act::derivative_from_output ? y : saved + xp_size * n, out_size * n);
+        kernels::activation_pullback_channel_sums<Act>(OH * OW, OC, dy, Act::derivative_from_output ? y : saved + xp_size * n,
+                                                       n, g + num_weights);
         const T* xp = padded ? saved : x;
         kernels::strided_conv_weight_grad(geometry, xp, dy, n, g);
-        kernels::channel_sums_add(OH * OW, OC, dy, n, g + num_weights);
         if (!dx) return;
         if constexpr (padded) {
             kernels::strided_conv_input_grad(geometry, p, dy, n, scratch);
