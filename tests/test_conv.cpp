@@ -77,6 +77,34 @@ TEST_CASE("Conv shapes", "[conv]") {
     STATIC_REQUIRE(std::is_same_v<B::out_shape, Shape<28, 28, 6>>);
 }
 
+TEMPLATE_TEST_CASE("conv_weight_grad's register tiles match the twin", "[conv][kernel]", float, double) {
+    // Output channels that pick each tile shape (3 x 8 for multiples of 8, 4 x 6 for multiples of 6 in
+    // float with AVX-512, 4 x 4 and smaller otherwise), K = KH * KW * IC leaving every remainder of the
+    // row blocks (K % 3 and K % 4 from 0 to 3), and sample counts of one vector, less, and more with a tail.
+    using T = TestType;
+    auto check = [&]<std::size_t IC, std::size_t KH, std::size_t KW, std::size_t OC>() {
+        constexpr std::size_t IW = 7, IH = 6;
+        constexpr auto patch = kernels::patch_offsets<KH, KW, IC, IW>();
+        const kernels::ConvShape s{IW, IC, IH - KH + 1, IW - KW + 1, OC, KH, KW, patch.data(), 0, IH, 0, IW};
+        for (std::size_t n : {std::size_t(1), std::size_t(5), simd::width<T>, simd::width<T> + 3, 2 * simd::width<T>}) {
+            const auto in = test::random_vector<T>(IH * IW * IC * n, 3 + n);
+            const auto dz = test::random_vector<T>(s.OH * s.OW * OC * n, 4 + n);
+            auto g1 = test::random_vector<T>(s.K() * OC, 5), g2 = g1;
+            kernels::conv_weight_grad(s, in.data(), dz.data(), n, g1.data());
+            kernels::conv_weight_grad_reference(s, in.data(), dz.data(), n, g2.data());
+            INFO("IC=" << IC << " K=" << s.K() << " OC=" << OC << " n=" << n);
+            REQUIRE(test::max_rel_diff(g1, g2) < (sizeof(T) == 4 ? 2e-4 : 1e-11));
+        }
+    };
+    check.template operator()<1, 3, 3, 8>();   // K = 9: blocks of 3, none left
+    check.template operator()<2, 2, 2, 16>();  // K = 8: 3 + 3 + 2
+    check.template operator()<1, 2, 5, 8>();   // K = 10: 3 + 3 + 3 + 1
+    check.template operator()<1, 5, 5, 6>();   // K = 25: 4 x 6, one left (LeNet5's first convolution)
+    check.template operator()<2, 3, 1, 12>();  // K = 6: 4 + 2
+    check.template operator()<1, 1, 3, 6>();   // K = 3: 2 + 1
+    check.template operator()<3, 1, 1, 5>();   // K = 3, OC = 5: 4 x 4 and smaller
+}
+
 TEMPLATE_TEST_CASE("conv kernels match their scalar twins on odd sizes", "[conv][kernel]", float, double) {
     using T = TestType;
     constexpr std::size_t IW = 9, IC = 3, KH = 3, KW = 2, OC = 7, IH = 6;

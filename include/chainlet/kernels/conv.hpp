@@ -115,53 +115,94 @@ void conv_valid_reference(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a
                 }
 }
 
+namespace detail {
+
+// One MR x PR tile of conv_weight_grad over samples [j0, j1) in steps of lanes<VV>: out[i][j] += the
+// sums for rows k0 + i and channels oc0 + j. Per pixel it loads the MR input vectors, then one dz vector
+// per channel, used at once: MR * PR + MR + 1 vector registers. N: the chunk's samples if known at
+// compile time (0: chunk), so that the PR dz rows, N apart, are constant offsets from one pointer (as
+// run-time offsets GCC 12 kept each in a general register and spilled).
+template <class VV, int MR, int PR, size_t N, class T>
+void conv_weight_grad_tile(const ConvShape& s, const T* in, const T* dz, size_t chunk, size_t k0, size_t oc0,
+                           size_t j0, size_t j1, T (&out)[MR][PR]) {
+    constexpr size_t L = lanes<VV>;
+    const size_t n = N ? N : chunk;
+    VV acc[MR][PR];
+    for (int i = 0; i < MR; ++i)
+        for (int j = 0; j < PR; ++j) acc[i][j] = VV(T(0));
+    const size_t a_step = s.IC * n, d_step = s.OC * n, pixels = s.OH * s.OW;
+    const size_t row_skip = (s.IW - s.OW) * s.IC * n;  // from past a row's last pixel to the next row
+    // samples outermost; then one loop over all pixels, whose body is straight-line code (with a loop
+    // per row of pixels GCC 12 stored and reloaded every accumulator at the end of each row)
+    for (size_t v = j0; v < j1; v += L) {
+        const T* arow[MR];
+        for (int i = 0; i < MR; ++i) arow[i] = in + s.patch[k0 + i] * n + v;
+        const T* drow = dz + oc0 * n + v;  // dz's rows of pixels follow each other
+        for (size_t p = 0, ox = 0; p < pixels; ++p) {
+            VV av[MR];
+            for (int i = 0; i < MR; ++i) av[i] = pinned(loadv<VV>(arow[i]));
+            for (int j = 0; j < PR; ++j) {
+                const VV b = pinned(loadv<VV>(drow + j * n));
+                for (int i = 0; i < MR; ++i) acc[i][j] = simd::fma(av[i], b, acc[i][j]);
+            }
+            for (int i = 0; i < MR; ++i) arow[i] += a_step;
+            drow += d_step;
+            if (++ox == s.OW) {
+                ox = 0;
+                for (int i = 0; i < MR; ++i) arow[i] += row_skip;
+            }
+        }
+    }
+    if constexpr (simd::is_vector<VV>) {
+        simd::hsum_add<T, MR * PR>(&acc[0][0], &out[0][0]);
+    } else {
+        for (int i = 0; i < MR; ++i)
+            for (int j = 0; j < PR; ++j) out[i][j] += acc[i][j];
+    }
+}
+
+}  // namespace detail
+
 // g[k * OC + oc] += sum_{pixels p, samples j} in[(top_left(p) + patch[k]) * n + j] * dz[(p * OC + oc) * n + j]
 // An MR x PR tile of (k, oc) keeps its accumulators in registers through all pixels and samples and
 // sums them horizontally once; the samples past the last full vector go through the same loop as scalars.
+// With 32 vector registers (AVX-512) and float, the tiles are 3 x 8 when OC is a multiple of 8 and 4 x 6
+// for a multiple of 6 (LeNet5's convolutions: 16 and 6 channels); else 4 x 4 and smaller.
 template <class T>
 void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T* g) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
     const size_t nv = simd::enabled ? n - n % W : 0;
-    for_row_blocks(s.K(), [&]<int MR>(size_t k0) {
-        for_row_blocks(s.OC, [&]<int PR>(size_t oc0) {
-            // Sums over samples [j0, j1) in steps of lanes<VV>.
-            auto sums = [&]<class VV>(size_t j0, size_t j1, T (&out)[MR][PR]) {
-                constexpr size_t L = lanes<VV>;
-                VV acc[MR][PR];
-                for (int i = 0; i < MR; ++i)
-                    for (int j = 0; j < PR; ++j) acc[i][j] = VV(T(0));
-                // samples outermost, so the innermost loop (over a row of pixels) has a straight-line
-                // body and the accumulators stay in registers
-                for (size_t v = j0; v < j1; v += L)
-                    for (size_t oy = 0; oy < s.OH; ++oy) {
-                        const T* arow[MR];
-                        for (int i = 0; i < MR; ++i) arow[i] = in + (oy * s.IW * s.IC + s.patch[k0 + i]) * n + v;
-                        const T* drow = dz + (oy * s.OW * s.OC + oc0) * n + v;
-                        for (size_t ox = 0; ox < s.OW; ++ox) {
-                            VV av[MR], bv[PR];
-                            for (int i = 0; i < MR; ++i) av[i] = pinned(loadv<VV>(arow[i]));
-                            for (int j = 0; j < PR; ++j) bv[j] = pinned(loadv<VV>(drow + j * n));
-                            for (int i = 0; i < MR; ++i)
-                                for (int j = 0; j < PR; ++j) acc[i][j] = simd::fma(av[i], bv[j], acc[i][j]);
-                            for (int i = 0; i < MR; ++i) arow[i] += s.IC * n;
-                            drow += s.OC * n;
-                        }
-                    }
-                if constexpr (simd::is_vector<VV>) {
-                    simd::hsum_add<T, MR * PR>(&acc[0][0], &out[0][0]);
-                } else {
-                    for (int i = 0; i < MR; ++i)
-                        for (int j = 0; j < PR; ++j) out[i][j] += acc[i][j];
-                }
-            };
-            T out[MR][PR] = {};
-            if (nv > 0) sums.template operator()<V>(0, nv, out);
-            if (nv < n) sums.template operator()<T>(nv, n, out);
-            for (int i = 0; i < MR; ++i)
-                for (int j = 0; j < PR; ++j) g[(k0 + i) * s.OC + oc0 + j] += out[i][j];
+    auto tile = [&]<int MR, int PR>(size_t k0, size_t oc0) {
+        T out[MR][PR] = {};
+        if (simd::enabled && n == W) {
+            detail::conv_weight_grad_tile<V, MR, PR, W>(s, in, dz, n, k0, oc0, 0, n, out);
+        } else {
+            if (nv > 0) detail::conv_weight_grad_tile<V, MR, PR, 0>(s, in, dz, n, k0, oc0, 0, nv, out);
+            if (nv < n) detail::conv_weight_grad_tile<T, MR, PR, 0>(s, in, dz, n, k0, oc0, nv, n, out);
+        }
+        for (int i = 0; i < MR; ++i)
+            for (int j = 0; j < PR; ++j) g[(k0 + i) * s.OC + oc0 + j] += out[i][j];
+    };
+    // Rows k in blocks of MR (then 2, 1), each across the channels in blocks of exactly PR.
+    auto wide = [&]<int MR, int PR>() {
+        for_row_blocks<MR>(s.K(), [&]<int R>(size_t k0) {
+            for (size_t oc0 = 0; oc0 < s.OC; oc0 += PR) tile.template operator()<R, PR>(k0, oc0);
         });
-    });
+    };
+    // (In double the wide tiles were slower: LeNet5's second convolution 88 -> 96 us per chunk of 16.)
+    constexpr bool wide_tiles = simd::vector_registers >= 32 && std::is_same_v<T, float>;
+    if (wide_tiles && s.OC % 8 == 0) {
+        wide.template operator()<3, 8>();
+    } else if (wide_tiles && s.OC % 6 == 0) {
+        wide.template operator()<4, 6>();
+    } else {
+        for_row_blocks(s.K(), [&]<int MR>(size_t k0) {
+            for_row_blocks(s.OC, [&]<int PR>(size_t oc0) {
+                tile.template operator()<MR, PR>(k0, oc0);
+            });
+        });
+    }
 }
 
 template <class T>

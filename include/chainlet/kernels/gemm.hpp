@@ -126,17 +126,16 @@ inline Tile<T, AOff, BOff> moved(Tile<T, AOff, BOff> t, size_t m, ptrdiff_t shif
     return t;
 }
 
-// Calls tile<MR>(m) over the rows [0, M) in blocks of 4, then 2, then 1. (A block of 6 for M = 6, the
-// channels of LeNet5's first convolution, was measured: 15 % slower for that layer's forward pass.)
-// Always inlined, so that a caller's always-inlined tile lambda (conv_valid) is inlined all the way.
-template <class F>
+// Calls tile<MR>(m) over the rows [0, M) in blocks of B (4 unless asked), then 2, then 1. (A block of
+// 6 for M = 6, the channels of LeNet5's first convolution, was measured: 15 % slower for that layer's
+// forward pass.) Always inlined, so that a caller's always-inlined tile lambda (conv_valid) is inlined
+// all the way.
+template <int B = 4, class F>
 [[gnu::always_inline]] inline void for_row_blocks(size_t M, F&& tile) {
     size_t m = 0;
-    for (const size_t m_end = M - M % 4; m < m_end; m += 4) tile.template operator()<4>(m);
-    if (M - m >= 2) {
-        tile.template operator()<2>(m);
-        m += 2;
-    }
+    for (const size_t m_end = M - M % B; m < m_end; m += B) tile.template operator()<B>(m);
+    if constexpr (B > 2)
+        for (; M - m >= 2; m += 2) tile.template operator()<2>(m);
     if (m < M) tile.template operator()<1>(m);
 }
 

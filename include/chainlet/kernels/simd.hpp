@@ -31,6 +31,7 @@ using vec = T;
 template <class T>
 inline constexpr std::size_t width = 1;
 inline constexpr const char* arch_name = "scalar";
+inline constexpr int vector_registers = 16;
 #else
 inline constexpr bool enabled = true;
 template <class T>
@@ -38,6 +39,13 @@ using vec = xsimd::batch<T>;  // the widest ISA the compiler flags allow (-march
 template <class T>
 inline constexpr std::size_t width = xsimd::batch<T>::size;
 inline constexpr const char* arch_name = xsimd::default_arch::name();
+// Vector registers the compiler may use: 32 with AVX-512 (zmm0-31), else taken as 16 (AVX and SSE on
+// x86-64); a kernel sizes its register tiles by it.
+#ifdef __AVX512F__
+inline constexpr int vector_registers = 32;
+#else
+inline constexpr int vector_registers = 16;
+#endif
 // A narrower vector of N lanes of another instruction set compiled in (e.g. 8 AVX2 lanes in an
 // AVX-512 build), or void: for the tail of a loop whose length is not a multiple of the full width.
 template <class T, std::size_t N>
