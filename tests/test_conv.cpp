@@ -80,7 +80,8 @@ TEST_CASE("Conv shapes", "[conv]") {
 TEMPLATE_TEST_CASE("conv_weight_grad's register tiles match the twin", "[conv][kernel]", float, double) {
     // Output channels that pick each tile shape (3 x 8 for multiples of 8, 4 x 6 for multiples of 6 in
     // float with AVX-512, 4 x 4 and smaller otherwise), K = KH * KW * IC leaving every remainder of the
-    // row blocks (K % 3 and K % 4 from 0 to 3), and sample counts of one vector, less, and more with a tail.
+    // row blocks (K % 3 from 0 to 2 for 3 x 8, K % 4 from 0 to 3 for 4 x 6), and sample counts of one
+    // vector, less, and more with a tail.
     using T = TestType;
     auto check = [&]<std::size_t IC, std::size_t KH, std::size_t KW, std::size_t OC>() {
         constexpr std::size_t IW = 7, IH = 6;
@@ -101,6 +102,7 @@ TEMPLATE_TEST_CASE("conv_weight_grad's register tiles match the twin", "[conv][k
     check.template operator()<1, 2, 5, 8>();   // K = 10: 3 + 3 + 3 + 1
     check.template operator()<1, 5, 5, 6>();   // K = 25: 4 x 6, one left (LeNet5's first convolution)
     check.template operator()<2, 3, 1, 12>();  // K = 6: 4 + 2
+    check.template operator()<2, 2, 2, 6>();   // K = 8: 4 + 4
     check.template operator()<1, 1, 3, 6>();   // K = 3: 2 + 1
     check.template operator()<3, 1, 1, 5>();   // K = 3, OC = 5: 4 x 4 and smaller
 }

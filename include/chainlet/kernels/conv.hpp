@@ -9,8 +9,9 @@
 //   pad_copy:         copies an image into the middle of a zeroed, larger one; pad_copy_sides writes
 //                     only the rows conv_valid reads.
 //
-// Register tiles run along 4 neighbouring output pixels (not along the samples), so a chunk of a
-// single SIMD vector of samples (16 in float) still fills a 4 x 4 tile.
+// conv_valid's register tiles run along 4 neighbouring output pixels (not along the samples), so a chunk
+// of a single SIMD vector of samples (16 in float) still fills a 4 x 4 tile; conv_weight_grad's run along
+// kernel rows and output channels (see there).
 #pragma once
 
 #include <algorithm>
@@ -56,7 +57,8 @@ template <class Epilogue, Init init, class T, class AOff>
     constexpr int NP = 4;  // output pixels per tile
     const auto nn = static_cast<ptrdiff_t>(n);
     for (size_t oy = 0; oy < s.OH; ++oy) {
-        // kernel rows that reach the non-zero input rows
+        // kernel rows that reach the non-zero input rows (only these input rows are ever read, which
+        // pad_copy_sides relies on)
         const size_t ky0 = s.row0 > oy ? std::min(s.row0 - oy, s.KH) : 0;
         const size_t ky1 = std::min(s.KH, s.row1 > oy ? s.row1 - oy : 0);
         auto pixels = [&]<int NR>(size_t ox) __attribute__((always_inline)) {
@@ -120,13 +122,13 @@ namespace detail {
 // One MR x PR tile of conv_weight_grad over samples [j0, j1) in steps of lanes<VV>: out[i][j] += the
 // sums for rows k0 + i and channels oc0 + j. Per pixel it loads the MR input vectors, then one dz vector
 // per channel, used at once: MR * PR + MR + 1 vector registers. N: the chunk's samples if known at
-// compile time (0: chunk), so that the PR dz rows, N apart, are constant offsets from one pointer (as
+// compile time (0: run_time_n), so that the PR dz rows, N apart, are constant offsets from one pointer (as
 // run-time offsets GCC 12 kept each in a general register and spilled).
 template <class VV, int MR, int PR, size_t N, class T>
-void conv_weight_grad_tile(const ConvShape& s, const T* in, const T* dz, size_t chunk, size_t k0, size_t oc0,
+void conv_weight_grad_tile(const ConvShape& s, const T* in, const T* dz, size_t run_time_n, size_t k0, size_t oc0,
                            size_t j0, size_t j1, T (&out)[MR][PR]) {
     constexpr size_t L = lanes<VV>;
-    const size_t n = N ? N : chunk;
+    const size_t n = N ? N : run_time_n;
     VV acc[MR][PR];
     for (int i = 0; i < MR; ++i)
         for (int j = 0; j < PR; ++j) acc[i][j] = VV(T(0));
@@ -190,7 +192,9 @@ void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T*
             for (size_t oc0 = 0; oc0 < s.OC; oc0 += PR) tile.template operator()<R, PR>(k0, oc0);
         });
     };
-    // (In double the wide tiles were slower: LeNet5's second convolution 88 -> 96 us per chunk of 16.)
+    // Double keeps 4 x 4 (LeNet5's second convolution, a chunk of 16, measured: 92.8 us with 4 x 4 tiles,
+    // 96 with the wide ones; the old per-row loop took 88, so this shape is slower in double since
+    // 4f46364, while others got faster, docs/profile.md).
     constexpr bool wide_tiles = simd::vector_registers >= 32 && std::is_same_v<T, float>;
     if (wide_tiles && s.OC % 8 == 0) {
         wide.template operator()<3, 8>();
@@ -221,7 +225,10 @@ void conv_weight_grad_reference(const ConvShape& s, const T* in, const T* dz, si
 
 // dy[(p * C + c) * n + j] <- dz = Act::pullback(dy, s) at the same place, and db[c] += sum over the P
 // pixels and n samples of dz: a convolution's activation pullback and bias gradient in one pass over
-// dz (LeNet5's first convolution, a chunk of 16: 3.9 us against 3.9 + 2.6 for two passes, profile.md).
+// dz (LeNet5's first convolution, a chunk of 16, measured: 3.7-4.0 us against 3.9-4.4 + 2.6-2.7 for two
+// passes, docs/profile.md). Each row's last n % W values go through the scalar Act::pullback, so for an
+// activation whose scalar and vector forms round differently (exp-based ones) dz can differ in the last
+// bits from a flat activation_pullback when n is not a multiple of W; the order is fixed either way.
 // Channels go in blocks of up to 4 so that their sums stay in registers; every lane of a channel's sum
 // adds the pixels in order, then the lanes are added.
 template <class Act, class T>
@@ -281,7 +288,7 @@ void pad_copy(const T* src, size_t H, size_t W, size_t C, size_t n, size_t top, 
 // zero pixels around them, and the rows above and below are not written. conv_valid never reads an input
 // row outside [row0, row1) (it skips the kernel rows that fall there), only zero columns beside the
 // window. For the input gradient of LeNet5's second convolution it writes half of pad_copy's bytes
-// (1.9 us against 3.7 per chunk of 16) and leaves half of the padded buffer out of the cache.
+// (measured: 1.9 us against 3.7 per chunk of 16) and leaves half of the padded buffer out of the cache.
 template <class T>
 void pad_copy_sides(const T* src, size_t H, size_t W, size_t C, size_t n, size_t top, size_t left, size_t right,
                     T* dst) {
