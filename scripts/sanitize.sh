@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sanitizer builds (docs/robustness.md):
 #  1. build-asan: the whole test suite and the examples (no benchmarks) with g++
-#     -fsanitize=address,undefined -fno-sanitize-recover=all -O1 -g, then every ctest test;
+#     -fsanitize=address,undefined -fno-sanitize-recover=all -O1 -g1, then every ctest test;
 #  2. build-tsan: the threaded tests with clang++ -fsanitize=thread and LLVM's OpenMP runtime (libomp),
 #     whose Archer tool tells ThreadSanitizer about OpenMP's synchronisation. (GCC's libgomp is not
 #     instrumented: ThreadSanitizer reports false races on any OpenMP loop.)
@@ -12,7 +12,10 @@ scripts/install-deps.sh --sanitize
 jobs=${JOBS:-2}
 start=$(date +%s)
 
-common=(-G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g" -DCHAINLET_BUILD_BENCHMARKS=OFF)
+# -g1 (line tables, no variable info): a report's stack still names every function, file and line,
+# and the build, which is most of this stage's time, is ~28 % shorter than with -g (test_dropout.cpp
+# with g++ 12: 36.4 -> 26.3 s).
+common=(-G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" -DCHAINLET_BUILD_BENCHMARKS=OFF)
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer (g++): all tests =="
 CXX=g++ cmake -S . -B build-asan "${common[@]}" -DCHAINLET_SANITIZE=address,undefined > /dev/null
