@@ -139,11 +139,13 @@ TEMPLATE_TEST_CASE("conv kernels match their scalar twins on odd sizes", "[conv]
     }
 }
 
-TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window skipped, edge tiles split) matches its twin",
+TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window skipped, edge tiles ragged or split) matches its twin",
                    "[conv][kernel]", float, double) {
     // The input-gradient shape of a valid convolution: an image padded by KW - 1 columns and KH - 1 rows
     // of zeros on each side, so the pixel tiles at the left and right edges reach the padding; widths
-    // from a single tile to several, with a tail.
+    // from a single tile to several, with a tail. Inner width 2: one tile whose pixels differ in both
+    // their first and last taps (split); 5 and wider: tiles whose pixels join at the left edge and leave
+    // at the right (ragged). Also with a bias and an activation, as a "same" convolution's forward pass.
     using T = TestType;
     constexpr std::size_t IC = 3, KH = 3, KW = 4, OC = 6;
     auto check = [&]<std::size_t inner_w>() {
@@ -166,6 +168,14 @@ TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window s
                                                                            static_cast<T*>(nullptr));
             INFO("inner width " << inner_w << ", n=" << n);
             REQUIRE(test::max_rel_diff(y1, y2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+            const auto b = test::random_vector<T>(OC, 2);
+            std::vector<T> a1(y1.size()), a2(y1.size()), z1(y1.size()), z2(y1.size());
+            kernels::conv_valid<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{OC}, in.data(), n, a1.data(),
+                                                               b.data(), z1.data());
+            kernels::conv_valid_reference<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{OC}, in.data(), n,
+                                                                         a2.data(), b.data(), z2.data());
+            REQUIRE(test::max_rel_diff(a1, a2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+            REQUIRE(test::max_rel_diff(z1, z2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
             // The same image written by pad_copy_sides into a buffer of NaNs: the rows it leaves unwritten
             // must be rows conv_valid never reads, so the result is the same to the bit.
             const std::size_t H = s.row1 - s.row0, row = IC * n;

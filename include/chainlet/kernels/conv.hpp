@@ -6,8 +6,8 @@
 //   conv_weight_grad: g[k, oc] += sum over output pixels and samples of patch_k * dz_oc.
 //   activation_pullback_channel_sums: dz = act'(z) dy in place, and the bias gradient, the sum over
 //                     pixels and samples of dz per channel.
-//   pad_copy:         copies an image into the middle of a zeroed, larger one; pad_copy_sides writes
-//                     only the rows conv_valid reads.
+//   pad_copy_sides:   copies an image into the rows of a larger one that conv_valid reads, with zeros
+//                     beside it; pad_copy also zeroes the rows above and below.
 //
 // conv_valid's register tiles run along 4 neighbouring output pixels (not along the samples), so a chunk
 // of a single SIMD vector of samples (16 in float) still fills a 4 x 4 tile; conv_weight_grad's run along
@@ -48,7 +48,11 @@ struct ConvShape {
 // out (OH x OW x OC rows of n) = Epilogue(start + sum_k A(oc, k) patch_k), with A(oc, k) = a[oc * a_rs + a_off(k)].
 // Always inlined, with its lambdas: a layer passes its shape as a constexpr ConvShape, and GCC then
 // specialises the tiles for it (LeNet5 inference 58.2 -> 55.0 ms on 1 thread, docs/profile.md).
-template <class Epilogue, Init init, class T, class AOff>
+// edges: the caller's promise that the input has zero borders (a window smaller than the image), so that
+// tiles at its edges run their own taps; without it every tile runs the union of its pixels' taps (also
+// correct with zero borders) and the edge tiles are not compiled (with them, a file with the two
+// convolutions of LeNet5 took twice as long to compile with sanitizers).
+template <class Epilogue, Init init, bool edges = true, class T, class AOff>
 [[gnu::always_inline]] inline void conv_valid(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a_off, const T* in,
                                               size_t n, T* out, std::type_identity_t<const T*> bias,
                                               std::type_identity_t<T*> z) {
@@ -61,15 +65,25 @@ template <class Epilogue, Init init, class T, class AOff>
         // pad_copy_sides relies on)
         const size_t ky0 = s.row0 > oy ? std::min(s.row0 - oy, s.KH) : 0;
         const size_t ky1 = std::min(s.KH, s.row1 > oy ? s.row1 - oy : 0);
-        auto pixels = [&]<int NR>(size_t ox) __attribute__((always_inline)) {
+        // Taps of pixel x that reach the non-zero columns: [first(x), end(x)).
+        const auto first = [&](size_t x) { return s.col0 > x ? std::min(s.col0 - x, s.KW) : 0; };
+        const auto end = [&](size_t x) { return std::min(s.KW, s.col1 > x ? s.col1 - x : 0); };
+        // NR pixels from ox over the union of their taps, or (columns joining / leaving) each pixel over
+        // its own taps, in NR stages: pixel j joins at tap first(ox + j) / leaves at end(ox + j).
+        auto pixels = [&]<int NR, Columns columns = Columns::all>(size_t ox) __attribute__((always_inline)) {
             const ptrdiff_t in0 = static_cast<ptrdiff_t>((oy * s.IW + ox) * s.IC) * nn;
             const ptrdiff_t out0 = static_cast<ptrdiff_t>((oy * s.OW + ox) * s.OC) * nn;
-            // kernel columns that reach the non-zero input columns for any of the NR pixels
-            const size_t last = ox + NR - 1;
-            const size_t kx0 = s.col0 > last ? std::min(s.col0 - last, s.KW) : 0;
-            const size_t kx1 = std::min(s.KW, s.col1 > ox ? s.col1 - ox : 0);
-            const KRange k{(ky0 * s.KW + kx0) * s.IC, ky1 > ky0 && kx1 > kx0 ? ky1 - ky0 : 0,
-                           kx1 > kx0 ? (kx1 - kx0) * s.IC : 0, s.KW * s.IC};
+            const size_t kx0 = first(ox + NR - 1), kx1 = end(ox);
+            const size_t length = kx1 > kx0 ? (kx1 - kx0) * s.IC : 0;
+            const KRange k{(ky0 * s.KW + kx0) * s.IC, ky1 > ky0 && length ? ky1 - ky0 : 0, length, s.KW * s.IC};
+            // offsets in a segment where stage s ends (0 <= stage_end[0] <= ... <= stage_end[NR - 1] = length)
+            size_t stage_end[NR];
+            for (int st = 0; st < NR; ++st) {
+                const size_t x = ox + static_cast<size_t>(NR - 1 - st);  // the pixel that joins or leaves next
+                const size_t tap = st == NR - 1 ? kx1 : columns == Columns::joining ? first(x - 1) : end(x);
+                const size_t e = tap > kx0 ? std::min((tap - kx0) * s.IC, length) : 0;
+                stage_end[st] = st ? std::max(e, stage_end[st - 1]) : e;
+            }
             const Tile<T, AOff, Table> t{k,    a,           a_rs, a_off, in + in0, Table{s.patch, nn},
                                          static_cast<ptrdiff_t>(s.IC) * nn,      out + out0,
                                          nn,   static_cast<ptrdiff_t>(s.OC) * nn, bias, z ? z + out0 : z};
@@ -77,23 +91,31 @@ template <class Epilogue, Init init, class T, class AOff>
                 size_t v = 0;
                 if constexpr (simd::enabled)
                     for (const size_t v_end = n - n % W; v < v_end; v += W)
-                        nn_tile<Epilogue, init, V, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(v)));
+                        nn_tile<Epilogue, init, V, MR, NR, columns>(moved<init>(t, m, static_cast<ptrdiff_t>(v)), stage_end);
+                // the samples past the last full vector over the union of the taps (their tiles are
+                // cheap, and a staircase of scalars would double the compile time of the staircases)
                 for (; v < n; ++v) nn_tile<Epilogue, init, T, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(v)));
             });
         };
-        // Taps of pixel x that reach the non-zero columns: [first(x), end(x)). A tile runs the union of
-        // its pixels' taps; where they differ (a tile at the edge of the zero padding, as in the input
-        // gradient of a valid convolution) it is split in two, which cuts that gradient's multiply-adds
-        // on LeNet5's second convolution from 1.3x to 1.1x the useful ones.
-        const auto first = [&](size_t x) { return s.col0 > x ? std::min(s.col0 - x, s.KW) : 0; };
-        const auto end = [&](size_t x) { return std::min(s.KW, s.col1 > x ? s.col1 - x : 0); };
+        // A tile whose pixels reach different taps (at the edge of the zero padding, as in the input
+        // gradient of a valid convolution) runs each pixel over its own taps when only their first taps
+        // differ (left edge) or only their ends (right edge): over the union of the taps, LeNet5's second
+        // convolution's input gradient would cost 1.3x the useful multiply-adds. Where both differ (a
+        // tile across an image narrower than the kernel) it is split in two, each half over its union.
         size_t ox = 0;
         for (const size_t ox_end = s.OW - s.OW % NP; ox < ox_end; ox += NP) {
-            if (first(ox) == first(ox + NP - 1) && end(ox) == end(ox + NP - 1)) {
+            const bool same_first = first(ox) == first(ox + NP - 1), same_end = end(ox) == end(ox + NP - 1);
+            if (!edges || (same_first && same_end)) {
                 pixels.template operator()<NP>(ox);
-            } else {
-                pixels.template operator()<NP / 2>(ox);
-                pixels.template operator()<NP / 2>(ox + NP / 2);
+            } else if constexpr (edges) {
+                if (same_end) {
+                    pixels.template operator()<NP, Columns::joining>(ox);
+                } else if (same_first) {
+                    pixels.template operator()<NP, Columns::leaving>(ox);
+                } else {
+                    pixels.template operator()<NP / 2>(ox);
+                    pixels.template operator()<NP / 2>(ox + NP / 2);
+                }
             }
         }
         for (; ox < s.OW; ++ox) pixels.template operator()<1>(ox);
@@ -233,12 +255,15 @@ void conv_weight_grad_reference(const ConvShape& s, const T* in, const T* dz, si
 // adds the pixels in order, then the lanes are added.
 template <class Act, class T>
 void activation_pullback_channel_sums(size_t P, size_t C, T* dy, const T* s, size_t n, T* db) {
+    // The loop of vector_loop.hpp's vectors_then_scalars, written out: through that template (its body
+    // always inlined) float ReLU ran 9.0 -> 9.9 us on LeNet5's first convolution and 2.45 -> 2.88 on the
+    // second (chunk of 16, 1 thread, same bits).
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
     const size_t nv = simd::enabled ? n - n % W : 0;
     for_row_blocks(C, [&]<int CB>(size_t c0) {
-        V acc[CB];
-        T tail[CB];
+        V acc[CB];  // the sums of the full vectors, lane by lane
+        T tail[CB];  // and of each row's last n % W values
         for (int i = 0; i < CB; ++i) {
             acc[i] = V(T(0));
             tail[i] = T(0);
@@ -274,15 +299,6 @@ void activation_pullback_channel_sums_reference(size_t P, size_t C, T* dy, const
             }
 }
 
-// dst ((H + top + bottom) x (W + left + right) x C rows of n) = src (H x W x C) surrounded by zeros.
-template <class T>
-void pad_copy(const T* src, size_t H, size_t W, size_t C, size_t n, size_t top, size_t left, size_t bottom,
-              size_t right, T* dst) {
-    const size_t DW = W + left + right, row = C * n;
-    std::fill_n(dst, (H + top + bottom) * DW * row, T(0));
-    for (size_t y = 0; y < H; ++y) std::memcpy(dst + ((y + top) * DW + left) * row, src + y * W * row, W * row * sizeof(T));
-}
-
 // pad_copy for an image that only conv_valid reads, with the window [top, top + H) x [left, left + W)
 // as its non-zero rows and columns: rows [top, top + H) of dst receive src's rows with `left` and `right`
 // zero pixels around them, and the rows above and below are not written. conv_valid never reads an input
@@ -299,6 +315,17 @@ void pad_copy_sides(const T* src, size_t H, size_t W, size_t C, size_t n, size_t
         std::memcpy(d + left * row, src + y * W * row, W * row * sizeof(T));
         std::fill_n(d + (left + W) * row, right * row, T(0));
     }
+}
+
+// dst ((H + top + bottom) x (W + left + right) x C rows of n) = src (H x W x C) surrounded by zeros:
+// the zero rows above, pad_copy_sides's rows of the window, the zero rows below.
+template <class T>
+void pad_copy(const T* src, size_t H, size_t W, size_t C, size_t n, size_t top, size_t left, size_t bottom,
+              size_t right, T* dst) {
+    const size_t padded_row = (W + left + right) * C * n;
+    std::fill_n(dst, top * padded_row, T(0));
+    pad_copy_sides(src, H, W, C, n, top, left, right, dst);
+    std::fill_n(dst + (top + H) * padded_row, bottom * padded_row, T(0));
 }
 
 template <class T>

@@ -112,7 +112,7 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
                 xp = saved;
             }
             T* z = Act::derivative_from_output ? nullptr : saved + xp_size * n;
-            conv_valid<Act, Init::row_bias>(forward_shape, p, 1, Stride{static_cast<std::ptrdiff_t>(OC)}, xp, n, y, p + num_weights, z);
+            conv_valid<Act, Init::row_bias, same>(forward_shape, p, 1, Stride{static_cast<std::ptrdiff_t>(OC)}, xp, n, y, p + num_weights, z);
         }
 
         template <class T>
