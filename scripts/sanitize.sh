@@ -13,8 +13,9 @@ jobs=${JOBS:-2}
 start=$(date +%s)
 
 # -g1 (line tables, no variable info): a report's stack still names every function, file and line,
-# and the build, which is most of this stage's time, is ~28 % shorter than with -g (test_dropout.cpp
-# with g++ 12: 36.4 -> 26.3 s).
+# inlined frames included (checked: a heap overflow two always_inline calls deep shows all three frames,
+# as with -g), and the build, which is most of this stage's time, is ~28 % shorter than with -g
+# (test_dropout.cpp with g++ 12: 36.4 -> 26.3 s).
 common=(-G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" -DCHAINLET_BUILD_BENCHMARKS=OFF)
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer (g++): all tests =="

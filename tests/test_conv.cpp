@@ -139,20 +139,23 @@ TEMPLATE_TEST_CASE("conv kernels match their scalar twins on odd sizes", "[conv]
     }
 }
 
-TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window skipped, edge tiles ragged or split) matches its twin",
+TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window skipped, edge tiles as staircases or split) matches its twin",
                    "[conv][kernel]", float, double) {
-    // The input-gradient shape of a valid convolution: an image padded by KW - 1 columns and KH - 1 rows
-    // of zeros on each side, so the pixel tiles at the left and right edges reach the padding; widths
-    // from a single tile to several, with a tail. Inner width 2: one tile whose pixels differ in both
-    // their first and last taps (split); 5 and wider: tiles whose pixels join at the left edge and leave
-    // at the right (ragged). Also with a bias and an activation, as a "same" convolution's forward pass.
+    // Two geometries: the input gradient of a valid convolution (KW - 1 zero columns and KH - 1 zero
+    // rows on each side) and the forward pass of a "same" one (1 column left, 2 right, 1 row above and
+    // below for a 3 x 4 kernel). The 4-pixel tiles at the edges then have pixels with different first
+    // taps (left edge: a joining staircase), different last taps (right edge: a leaving staircase), or
+    // both (a tile reaching both edges, inner width 2 in the first geometry: split in two); inner widths
+    // 5 to 7 give last taps 4,3,2,1 / 4,4,3,2 / 4,4,4,3 (stages of no taps), the same geometry repeated
+    // first taps (1,0,0,0). 7 output channels: row blocks of 4, 2 and 1; n = 17: a scalar tail.
     using T = TestType;
-    constexpr std::size_t IC = 3, KH = 3, KW = 4, OC = 6;
-    auto check = [&]<std::size_t inner_w>() {
-        constexpr std::size_t IW = inner_w + 2 * (KW - 1), IH = 4 + 2 * (KH - 1);
+    constexpr std::size_t IC = 3, KH = 3, KW = 4, OC = 7;
+    const double tol = sizeof(T) == 4 ? 2e-5 : 1e-12;
+    auto check = [&]<std::size_t inner_w, std::size_t left, std::size_t right, std::size_t top>() {
+        constexpr std::size_t IW = inner_w + left + right, IH = 4 + 2 * top;
         constexpr auto patch = kernels::patch_offsets<KH, KW, IC, IW>();
         const kernels::ConvShape s{IW, IC, IH - KH + 1, IW - KW + 1, OC, KH, KW, patch.data(),
-                                   KH - 1, IH - (KH - 1), KW - 1, IW - (KW - 1)};
+                                   top, IH - top, left, IW - right};
         for (std::size_t n : {1, 16, 17}) {
             auto in = test::random_vector<T>(IH * IW * IC * n, 3);
             for (std::size_t y = 0; y < IH; ++y)
@@ -160,22 +163,32 @@ TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window s
                     if (y < s.row0 || y >= s.row1 || x < s.col0 || x >= s.col1)
                         std::fill_n(in.begin() + static_cast<std::ptrdiff_t>((y * IW + x) * IC * n), IC * n, T(0));
             const auto w = test::random_vector<T>(s.K() * OC, 1);
-            std::vector<T> y1(s.OH * s.OW * OC * n), y2(y1.size());
+            INFO("inner width " << inner_w << ", padding " << left << "/" << right << ", n=" << n);
+            std::vector<T> y1(s.OH * s.OW * OC * n), y2(y1.size()), y_union(y1.size());
             kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, kernels::Stride{OC}, in.data(), n,
                                                                  y1.data(), nullptr, nullptr);
             kernels::conv_valid_reference<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, kernels::Stride{OC}, in.data(),
                                                                            n, y2.data(), static_cast<const T*>(nullptr),
                                                                            static_cast<T*>(nullptr));
-            INFO("inner width " << inner_w << ", n=" << n);
-            REQUIRE(test::max_rel_diff(y1, y2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+            REQUIRE(test::max_rel_diff(y1, y2) < tol);
+            // Every tile over the union of its pixels' taps (edges = false) adds only products with
+            // zeros beyond the staircases: the same bits.
+            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero, false>(s, w.data(), 1, kernels::Stride{OC}, in.data(),
+                                                                        n, y_union.data(), nullptr, nullptr);
+            REQUIRE(y1 == y_union);
+            // With a bias and an activation (the forward pass of a "same" convolution).
             const auto b = test::random_vector<T>(OC, 2);
-            std::vector<T> a1(y1.size()), a2(y1.size()), z1(y1.size()), z2(y1.size());
+            std::vector<T> a1(y1.size()), a2(y1.size()), a3(y1.size()), z1(y1.size()), z2(y1.size()), z3(y1.size());
             kernels::conv_valid<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{OC}, in.data(), n, a1.data(),
                                                                b.data(), z1.data());
             kernels::conv_valid_reference<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{OC}, in.data(), n,
                                                                          a2.data(), b.data(), z2.data());
-            REQUIRE(test::max_rel_diff(a1, a2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
-            REQUIRE(test::max_rel_diff(z1, z2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+            kernels::conv_valid<Tanh, kernels::Init::row_bias, false>(s, w.data(), 1, kernels::Stride{OC}, in.data(), n,
+                                                                      a3.data(), b.data(), z3.data());
+            REQUIRE(test::max_rel_diff(a1, a2) < tol);
+            REQUIRE(test::max_rel_diff(z1, z2) < tol);
+            REQUIRE(a1 == a3);
+            REQUIRE(z1 == z3);
             // The same image written by pad_copy_sides into a buffer of NaNs: the rows it leaves unwritten
             // must be rows conv_valid never reads, so the result is the same to the bit.
             const std::size_t H = s.row1 - s.row0, row = IC * n;
@@ -189,8 +202,15 @@ TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window s
             REQUIRE(y3 == y1);
         }
     };
-    check.template operator()<2>();
-    check.template operator()<5>();
-    check.template operator()<9>();
-    check.template operator()<12>();
+    // the input gradient's geometry
+    check.template operator()<2, KW - 1, KW - 1, KH - 1>();
+    check.template operator()<5, KW - 1, KW - 1, KH - 1>();
+    check.template operator()<6, KW - 1, KW - 1, KH - 1>();
+    check.template operator()<7, KW - 1, KW - 1, KH - 1>();
+    check.template operator()<9, KW - 1, KW - 1, KH - 1>();
+    check.template operator()<12, KW - 1, KW - 1, KH - 1>();
+    // a "same" convolution's forward pass
+    check.template operator()<5, 1, 2, 1>();
+    check.template operator()<8, 1, 2, 1>();
+    check.template operator()<11, 1, 2, 1>();
 }

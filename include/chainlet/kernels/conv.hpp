@@ -48,10 +48,10 @@ struct ConvShape {
 // out (OH x OW x OC rows of n) = Epilogue(start + sum_k A(oc, k) patch_k), with A(oc, k) = a[oc * a_rs + a_off(k)].
 // Always inlined, with its lambdas: a layer passes its shape as a constexpr ConvShape, and GCC then
 // specialises the tiles for it (LeNet5 inference 58.2 -> 55.0 ms on 1 thread, docs/profile.md).
-// edges: the caller's promise that the input has zero borders (a window smaller than the image), so that
-// tiles at its edges run their own taps; without it every tile runs the union of its pixels' taps (also
-// correct with zero borders) and the edge tiles are not compiled (with them, a file with the two
-// convolutions of LeNet5 took twice as long to compile with sanitizers).
+// edges: whether tiles at the edges of the window [col0, col1) run each pixel's own taps (below); false
+// runs every tile over the union of its pixels' taps. Both are correct for any input (the columns outside
+// the window hold zeros); false is for a caller whose window is the whole image, so that the edge tiles,
+// which cost compile time, are not compiled.
 template <class Epilogue, Init init, bool edges = true, class T, class AOff>
 [[gnu::always_inline]] inline void conv_valid(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a_off, const T* in,
                                               size_t n, T* out, std::type_identity_t<const T*> bias,
@@ -76,14 +76,17 @@ template <class Epilogue, Init init, bool edges = true, class T, class AOff>
             const size_t kx0 = first(ox + NR - 1), kx1 = end(ox);
             const size_t length = kx1 > kx0 ? (kx1 - kx0) * s.IC : 0;
             const KRange k{(ky0 * s.KW + kx0) * s.IC, ky1 > ky0 && length ? ky1 - ky0 : 0, length, s.KW * s.IC};
-            // offsets in a segment where stage s ends (0 <= stage_end[0] <= ... <= stage_end[NR - 1] = length)
+            // offsets in a segment where stage st ends (0 <= stage_end[0] <= ... <= stage_end[NR - 1] = length):
+            // joining, where pixel NR - 2 - st joins; leaving, where pixel NR - 1 - st leaves
             size_t stage_end[NR];
-            for (int st = 0; st < NR; ++st) {
-                const size_t x = ox + static_cast<size_t>(NR - 1 - st);  // the pixel that joins or leaves next
-                const size_t tap = st == NR - 1 ? kx1 : columns == Columns::joining ? first(x - 1) : end(x);
-                const size_t e = tap > kx0 ? std::min((tap - kx0) * s.IC, length) : 0;
-                stage_end[st] = st ? std::max(e, stage_end[st - 1]) : e;
-            }
+            if constexpr (columns != Columns::all)
+                for (int st = 0; st < NR; ++st) {
+                    const size_t tap = st == NR - 1                   ? kx1
+                                       : columns == Columns::joining ? first(ox + static_cast<size_t>(NR - 2 - st))
+                                                                     : end(ox + static_cast<size_t>(NR - 1 - st));
+                    const size_t e = tap > kx0 ? std::min((tap - kx0) * s.IC, length) : 0;
+                    stage_end[st] = st ? std::max(e, stage_end[st - 1]) : e;
+                }
             const Tile<T, AOff, Table> t{k,    a,           a_rs, a_off, in + in0, Table{s.patch, nn},
                                          static_cast<ptrdiff_t>(s.IC) * nn,      out + out0,
                                          nn,   static_cast<ptrdiff_t>(s.OC) * nn, bias, z ? z + out0 : z};
@@ -92,23 +95,25 @@ template <class Epilogue, Init init, bool edges = true, class T, class AOff>
                 if constexpr (simd::enabled)
                     for (const size_t v_end = n - n % W; v < v_end; v += W)
                         nn_tile<Epilogue, init, V, MR, NR, columns>(moved<init>(t, m, static_cast<ptrdiff_t>(v)), stage_end);
-                // the samples past the last full vector over the union of the taps (their tiles are
-                // cheap, and a staircase of scalars would double the compile time of the staircases)
+                // the samples past the last full vector over the union of the taps (a staircase of
+                // scalar tiles would add compile time for a few samples)
                 for (; v < n; ++v) nn_tile<Epilogue, init, T, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(v)));
             });
         };
         // A tile whose pixels reach different taps (at the edge of the zero padding, as in the input
         // gradient of a valid convolution) runs each pixel over its own taps when only their first taps
         // differ (left edge) or only their ends (right edge): over the union of the taps, LeNet5's second
-        // convolution's input gradient would cost 1.3x the useful multiply-adds. Where both differ (a
-        // tile across an image narrower than the kernel) it is split in two, each half over its union.
+        // convolution's input gradient would cost 1.3x the useful multiply-adds. A tile whose pixels
+        // reach both the left and the right zero columns is split in two, each half over its union.
         size_t ox = 0;
         for (const size_t ox_end = s.OW - s.OW % NP; ox < ox_end; ox += NP) {
-            const bool same_first = first(ox) == first(ox + NP - 1), same_end = end(ox) == end(ox + NP - 1);
-            if (!edges || (same_first && same_end)) {
+            if constexpr (!edges) {
                 pixels.template operator()<NP>(ox);
-            } else if constexpr (edges) {
-                if (same_end) {
+            } else {
+                const bool same_first = first(ox) == first(ox + NP - 1), same_end = end(ox) == end(ox + NP - 1);
+                if (same_first && same_end) {
+                    pixels.template operator()<NP>(ox);
+                } else if (same_end) {
                     pixels.template operator()<NP, Columns::joining>(ox);
                 } else if (same_first) {
                     pixels.template operator()<NP, Columns::leaving>(ox);
@@ -299,9 +304,10 @@ void activation_pullback_channel_sums_reference(size_t P, size_t C, T* dy, const
             }
 }
 
-// pad_copy for an image that only conv_valid reads, with the window [top, top + H) x [left, left + W)
-// as its non-zero rows and columns: rows [top, top + H) of dst receive src's rows with `left` and `right`
-// zero pixels around them, and the rows above and below are not written. conv_valid never reads an input
+// The window rows of a zero-padded image, for an image that only conv_valid reads, with the window
+// [top, top + H) x [left, left + W) as its non-zero rows and columns: rows [top, top + H) of dst receive
+// src's rows with `left` and `right` zero pixels around them, and the rows above and below are not
+// written (pad_copy below writes them too). conv_valid never reads an input
 // row outside [row0, row1) (it skips the kernel rows that fall there), only zero columns beside the
 // window. For the input gradient of LeNet5's second convolution it writes half of pad_copy's bytes
 // (measured: 1.9 us against 3.7 per chunk of 16) and leaves half of the padded buffer out of the cache.

@@ -129,11 +129,12 @@ inline void nn_tile_with(const Tile<T, AOff, BOff>& t, const size_t* stage_end =
         if constexpr (columns == Columns::all) {
             steps.template operator()<0, NR>(k0, k0 + t.k.length);
         } else {
+            auto begin = [&](int st) { return k0 + (st ? stage_end[st - 1] : 0); };
             [&]<int... S>(std::integer_sequence<int, S...>) __attribute__((always_inline)) {
                 if constexpr (columns == Columns::joining)
-                    (steps.template operator()<NR - 1 - S, NR>(k0 + (S ? stage_end[S - 1] : 0), k0 + stage_end[S]), ...);
+                    (steps.template operator()<NR - 1 - S, NR>(begin(S), k0 + stage_end[S]), ...);
                 else
-                    (steps.template operator()<0, NR - S>(k0 + (S ? stage_end[S - 1] : 0), k0 + stage_end[S]), ...);
+                    (steps.template operator()<0, NR - S>(begin(S), k0 + stage_end[S]), ...);
             }(std::make_integer_sequence<int, NR>{});
         }
     }

@@ -112,7 +112,7 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
                 xp = saved;
             }
             T* z = Act::derivative_from_output ? nullptr : saved + xp_size * n;
-            conv_valid<Act, Init::row_bias, same>(forward_shape, p, 1, Stride{static_cast<std::ptrdiff_t>(OC)}, xp, n, y, p + num_weights, z);
+            conv_valid<Act, Init::row_bias, (same && KW > 1)>(forward_shape, p, 1, Stride{static_cast<std::ptrdiff_t>(OC)}, xp, n, y, p + num_weights, z);
         }
 
         template <class T>
@@ -127,7 +127,7 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
                 T* dzp = scratch;
                 pad_copy_sides(static_cast<const T*>(dy), OH, OW, OC, n, KH - 1 - pad_top, KW - 1 - pad_left,
                                KW - 1 - pad_right, dzp);
-                conv_valid<NoEpilogue, Init::zero>(input_grad_shape, p, OC, Table{flipped.data(), 1}, dzp, n, dx,
+                conv_valid<NoEpilogue, Init::zero, (KW > 1)>(input_grad_shape, p, OC, Table{flipped.data(), 1}, dzp, n, dx,
                                                  nullptr, nullptr);
             }
         }
