@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,36 @@ TEST_CASE("activation: fast float tanh is within 8 ulp of std::tanh in vector an
     check(0.0f, simd::tanh(0.0f));
     INFO("worst " << worst << " ulp at z = " << at);
     REQUIRE(worst <= 8.0);
+}
+
+TEST_CASE("activation: fast float tanh keeps NaN and saturates at infinity, in vector and scalar form", "[activation]") {
+    using V = simd::vec<float>;
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    float lanes[simd::width<float>];
+    simd::storev(lanes, simd::tanh(V(nan)));
+    REQUIRE(std::isnan(lanes[0]));  // was 1 before the clamp took its bound first
+    REQUIRE(std::isnan(simd::tanh(nan)));
+    simd::storev(lanes, simd::tanh(V(inf)));
+    REQUIRE(lanes[0] == 1.0f);
+    simd::storev(lanes, simd::tanh(V(-inf)));
+    REQUIRE(lanes[0] == -1.0f);
+    REQUIRE(simd::tanh(inf) == 1.0f);
+    REQUIRE(simd::tanh(-inf) == -1.0f);
+}
+
+TEMPLATE_TEST_CASE("activation: NaN stays NaN through every activation, in vector and scalar form", "[activation]",
+                   Identity, ReLU, Tanh, Sigmoid, Softplus, GELU, ELU, LeakyReLU<>, SiLU, GELUExact) {
+    auto check = [](auto t) {
+        using T = decltype(t);
+        using V = simd::vec<T>;
+        const T nan = std::numeric_limits<T>::quiet_NaN();
+        T lanes[simd::width<T>];
+        simd::storev(lanes, TestType::value(V(nan)));
+        REQUIRE(std::isnan(lanes[0]));
+        REQUIRE(std::isnan(TestType::value(nan)));
+    };
+    check(0.0f);
+    check(0.0);
 }
 
 TEST_CASE("activation: softplus and sigmoid do not overflow for large |z|", "[activation]") {

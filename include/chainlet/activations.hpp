@@ -41,8 +41,10 @@ struct Identity {
 struct ReLU {
     static constexpr const char* name = "relu";
     static constexpr bool derivative_from_output = true;
+    // 0 first: x86's max returns its second operand when one is NaN, so NaN stays NaN (as in PyTorch;
+    // max(z, 0) made it 0). z = -0 gives -0.
     template <class V>
-    static V value(V z) { return simd::max(z, V(0)); }
+    static V value(V z) { return simd::max(V(0), z); }
     // f'(z) = [z > 0] = [y > 0]; at z = 0 the subgradient 0 is used.
     template <class V>
     static V pullback(V dy, V y) { return simd::select(y > V(0), dy, V(0)); }
@@ -60,13 +62,13 @@ struct Tanh {
     static V value(V z) { return simd::tanh(z); }
     // f' = 1 - y^2
     template <class V>
-    static V pullback(V dy, V y) { return dy * simd::fma(-y, y, V(1)); }
+    static V pullback(V dy, V y) { return dy * simd::fnma(y, y, V(1)); }
     // f' = 1 - y^2,  f'' = -2 y f',  f''' = -2 f' (1 - 3 y^2)
     template <class V>
     static Jet<V> jet(V z) { return output_jet(value(z)); }
     template <class V>
     static Jet<V> output_jet(V y) {
-        const V d1 = simd::fma(-y, y, V(1));
+        const V d1 = simd::fnma(y, y, V(1));
         return {y, d1, V(-2) * y * d1, V(-2) * d1 * simd::fma(V(-3) * y, y, V(1))};
     }
 };

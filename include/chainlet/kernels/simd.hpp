@@ -151,6 +151,12 @@ inline V pinned(V v) {
 #endif
 template <class V>
 inline V fma(V a, V b, V c) { CHAINLET_SIMD_OR_STD(xsimd::fma(a, b, c), std::fma(a, b, c)); }
+// c - a b in one rounding: fma(-a, b, c) without the negation. For AVX-512, xsimd 8.1's fma and fnma
+// are the plain expressions a * b + c and -a * b + c, which GCC contracts into one instruction; but it
+// keeps xsimd's -a as a subtraction from zero (one more instruction, and a second load of a when a
+// comes from memory), so c - a * b is written here, which it contracts into vfnmadd.
+template <class V>
+inline V fnma(V a, V b, V c) { CHAINLET_SIMD_OR_STD(c - a * b, std::fma(-a, b, c)); }
 template <class V, class M>
 inline V select(M m, V a, V b) { CHAINLET_SIMD_OR_STD(xsimd::select(m, a, b), m ? a : b); }
 template <class V>
@@ -177,7 +183,7 @@ inline V reciprocal(V q) {
 #ifndef CHAINLET_SCALAR
     if constexpr (is_vector<V> && std::is_same_v<scalar_t<V>, float>) {
         const V r = xsimd::reciprocal(q);
-        return r * simd::fma(-q, r, V(2.0f));
+        return r * simd::fnma(q, r, V(2.0f));
     } else
 #endif
         return V(1) / q;
@@ -190,7 +196,9 @@ template <class V>
 inline V tanh(V x) {
     using T = scalar_t<V>;
     if constexpr (std::is_same_v<T, float>) {
-        const V c = simd::max(simd::min(x, V(7.99881172180175781f)), V(-7.99881172180175781f));
+        // The clamp's bound first: x86's min and max return their second operand when one is NaN, so a
+        // NaN x stays NaN (with x first, tanh(NaN) was 1).
+        const V c = simd::max(V(-7.99881172180175781f), simd::min(V(7.99881172180175781f), x));
         const V x2 = c * c;
         V p = simd::fma(x2, V(-2.76076847742355e-16f), V(2.00018790482477e-13f));
         p = simd::fma(x2, p, V(-8.60467152213735e-11f));

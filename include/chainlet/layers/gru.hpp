@@ -130,7 +130,7 @@ struct GRU {
                 vectors_then_scalars<T>(H * n, [&]<class V>(std::size_t i) {
                     const V dhv = loadv<V>(dh + i), rv = loadv<V>(r + i), zv = loadv<V>(z + i), nv = loadv<V>(nt + i);
                     const V hpv = h_prev ? loadv<V>(h_prev + i) : V(T(0));
-                    const V dn_pre = dhv * (V(1) - zv) * simd::fma(-nv, nv, V(1));
+                    const V dn_pre = dhv * (V(1) - zv) * simd::fnma(nv, nv, V(1));
                     const V dr_pre = dn_pre * loadv<V>(a + i) * (rv - rv * rv);
                     const V dz_pre = dhv * (hpv - nv) * (zv - zv * zv);
                     storev(dr + i, dr_pre);

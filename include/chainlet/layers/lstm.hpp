@@ -132,10 +132,10 @@ struct LSTM {
                             ov = loadv<V>(og + k);
                     const V tc = gate_tanh(loadv<V>(c + k));
                     const V cpv = c_prev ? loadv<V>(c_prev + k) : V(T(0));
-                    const V dcv = simd::fma(dhv * ov, simd::fma(-tc, tc, V(1)), loadv<V>(dc + k));
+                    const V dcv = simd::fma(dhv * ov, simd::fnma(tc, tc, V(1)), loadv<V>(dc + k));
                     storev(di + k, dcv * gv * (iv - iv * iv));
                     storev(df + k, dcv * cpv * (fv - fv * fv));
-                    storev(dg + k, dcv * iv * simd::fma(-gv, gv, V(1)));
+                    storev(dg + k, dcv * iv * simd::fnma(gv, gv, V(1)));
                     storev(dout + k, dhv * tc * (ov - ov * ov));
                     storev(dc + k, dcv * fv);
                 });
