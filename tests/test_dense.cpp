@@ -1,5 +1,6 @@
 // Dense: finite-difference gradient checks in double (with and without bias, every activation, the
-// one-sample route and the batched route), and the forward pass against Eigen in float and double.
+// one-sample route, the batched route and the one-pass route of layers with 1-4 inputs), and the
+// forward pass against Eigen in float and double.
 #include <catch2/catch.hpp>
 
 // chainlet first: it includes the intrinsics headers with GCC 12's false uninitialised warnings
@@ -23,6 +24,22 @@ void check_gradients() {
         INFO("n=" << n);
         REQUIRE(test::layer_gradient_error<L>(n, 10 + n) < 1e-6);
     }
+}
+
+// A layer of 1-4 inputs pulls a chunk of 64 samples or more back in one pass (gemm_nt_activation), with
+// and without an input gradient (the checker runs both) and in float against double.
+template <class Layer>
+void check_few_inputs() {
+    auto check = [&]<std::size_t In>() {
+        using L = typename Layer::template bound<Shape<In>>;
+        for (std::size_t n : {64, 70, 131}) {
+            INFO("In=" << In << " n=" << n);
+            REQUIRE(test::layer_gradient_error<L>(n, 20 + n) < 1e-6);
+        }
+    };
+    check.template operator()<1>();
+    check.template operator()<3>();
+    check.template operator()<4>();
 }
 
 template <class Layer, class T>
@@ -54,6 +71,12 @@ TEMPLATE_TEST_CASE("Dense gradients match finite differences (double)", "[dense]
                    (Dense<5, ReLU>), (Dense<5, Tanh>), (Dense<5, Sigmoid>), (Dense<5, Softplus>), (Dense<5, GELU>),
                    (DenseNoBias<5>), (DenseNoBias<5, Tanh>), (DenseNoBias<19, GELU>), (Dense<33, Tanh>)) {
     check_gradients<TestType>();
+}
+
+TEMPLATE_TEST_CASE("Dense with 1-4 inputs: the one-pass pullback of a chunk matches finite differences",
+                   "[dense][gradient]", (Dense<5, Tanh>), (Dense<6, Softplus>), (Dense<17>), (DenseNoBias<3, ReLU>),
+                   (DenseNoBias<9, GELU>)) {
+    check_few_inputs<TestType>();
 }
 
 TEMPLATE_TEST_CASE("Dense forward matches Eigen", "[dense]", (Dense<13>), (Dense<13, Tanh>), (Dense<13, GELU>),

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "chainlet/activations.hpp"
@@ -98,6 +99,81 @@ TEMPLATE_TEST_CASE("gemm_nt matches its scalar twin", "[kernel]", float, double)
                 INFO("M=" << M << " P=" << P << " K=" << K);
                 REQUIRE(test::max_rel_diff(c1, c2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
             }
+}
+
+TEMPLATE_TEST_CASE("gemm_nt_activation matches its scalar twin, and with 4 rows C is gemm_nt's of dz bit for bit",
+                   "[kernel]", float, double) {
+    // Tanh (from the output; its scalar and vector forms give the same bits) and Softplus (from z,
+    // through exp); with and without the bias sums and the store of dz; rows of stride ld > K.
+    using T = TestType;
+    const double tol = sizeof(T) == 4 ? 2e-5 : 1e-12;
+    auto check = [&]<class Act, std::size_t M>() {
+        for (std::size_t P : sizes)
+            for (std::size_t K : sizes)
+                for (bool bias : {false, true})
+                    for (bool store : {false, true}) {
+                        const std::size_t ld = K + 3;
+                        const auto a = test::random_vector<T>(M * K, M + K);
+                        const auto dy = test::random_vector<T>(P * ld, P * 3 + K);
+                        const auto s = test::random_vector<T>(P * ld, P + 5 * K);
+                        auto c1 = test::random_vector<T>(M * P, 9), c2 = c1, c3 = c1;
+                        auto d1 = test::random_vector<T>(P, 4), d2 = d1;
+                        auto dy1 = dy, dy2 = dy;
+                        gemm_nt_activation<Act, M>(P, K, a.data(), K, dy1.data(), s.data(), ld, c1.data(), P,
+                                                   bias ? d1.data() : nullptr, store);
+                        gemm_nt_activation_reference<Act>(M, P, K, a.data(), K, dy2.data(), s.data(), ld, c2.data(), P,
+                                                          bias ? d2.data() : nullptr, store);
+                        INFO(Act::name << " M=" << M << " P=" << P << " K=" << K << " bias=" << bias
+                                       << " store=" << store);
+                        REQUIRE(test::max_rel_diff(c1, c2) < tol);
+                        REQUIRE(test::max_rel_diff(d1, d2) < tol);
+                        if (!bias) REQUIRE(d1 == test::random_vector<T>(P, 4));
+                        if (store) REQUIRE(test::max_rel_diff(dy1, dy2) < tol);
+                        else REQUIRE(dy1 == dy);
+                        if constexpr (M == 4 && std::is_same_v<Act, Tanh>) {
+                            auto dz = dy;
+                            for (std::size_t p = 0; p < P; ++p)
+                                activation_pullback_reference<Act>(dz.data() + p * ld, s.data() + p * ld, K);
+                            gemm_nt(M, P, K, a.data(), K, dz.data(), ld, c3.data(), P);
+                            REQUIRE(c1 == c3);
+                        }
+                    }
+    };
+    check.template operator()<Tanh, 1>();
+    check.template operator()<Tanh, 3>();
+    check.template operator()<Tanh, 4>();
+    check.template operator()<Softplus, 2>();
+    check.template operator()<Softplus, 4>();
+}
+
+TEMPLATE_TEST_CASE("activation_pullback_row_sums: the bits of activation_pullback and row_sums_add", "[kernel]", float,
+                   double) {
+    using T = TestType;
+    auto check = [&]<class Act>() {
+        for (std::size_t M : sizes)
+            for (std::size_t N : sizes) {
+                const std::size_t ld = N + 5;
+                const auto dy = test::random_vector<T>(M * ld, M * 7 + N);
+                const auto s = test::random_vector<T>(M * ld, M + 3 * N);
+                auto dz1 = dy, dz2 = dy;
+                auto o1 = test::random_vector<T>(M, M), o2 = o1;
+                activation_pullback_row_sums<Act>(M, N, dz1.data(), s.data(), ld, o1.data());
+                for (std::size_t m = 0; m < M; ++m) activation_pullback<Act>(dz2.data() + m * ld, s.data() + m * ld, N);
+                row_sums_add(M, N, dz2.data(), ld, o2.data());
+                INFO(Act::name << " M=" << M << " N=" << N);
+                if constexpr (std::is_same_v<Act, Tanh>) {
+                    REQUIRE(dz1 == dz2);
+                    REQUIRE(o1 == o2);
+                } else {
+                    REQUIRE(test::max_rel_diff(dz1, dz2) < (sizeof(T) == 4 ? 1e-5 : 1e-13));
+                    REQUIRE(test::max_rel_diff(o1, o2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+                }
+                for (std::size_t m = 0; m < M; ++m)  // the gaps between rows are not written
+                    for (std::size_t j = N; j < ld; ++j) REQUIRE(dz1[m * ld + j] == dy[m * ld + j]);
+            }
+    };
+    check.template operator()<Tanh>();
+    check.template operator()<Softplus>();
 }
 
 TEMPLATE_TEST_CASE("gemv_t matches its scalar twin", "[kernel]", float, double) {

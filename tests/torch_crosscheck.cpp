@@ -20,6 +20,9 @@ using namespace chainlet;
 
 namespace {
 
+// Layers of 1-4 inputs over a chunk of 64 samples or more: the one-pass pullback (gemm_nt_activation),
+// without an input gradient in value_and_gradient's first layer and with one everywhere else.
+using FewInputsBatch = Chain<Input<3>, Dense<9, Tanh>, Dense<4, Softplus>, Dense<5, Tanh>, DenseNoBias<2>>;
 using ResidualMlp = Chain<Input<5>, Dense<8, Tanh>, Residual<Dense<8, Tanh>, Dense<8, GELU>>, Residual<Dense<8, Softplus>>,
                          Dense<3>>;
 using DeepONet = Chain<Input<12>,
@@ -52,7 +55,7 @@ using GruSequenceLstm = Chain<Input<5, 2>, GRU<4, true>, LSTM<3>, Dense<1>>;
 using LstmGruSequence = Chain<Input<4, 3>, LSTM<5, true>, GRU<3, true>, Flatten, Dense<2, Tanh>>;
 // --- end of the recurrent layers ---
 
-constexpr std::size_t samples = 7;
+constexpr std::size_t default_samples = 7;
 
 std::vector<double> normal(std::size_t n, Rng& rng, double scale) {
     std::vector<double> v(n);
@@ -95,10 +98,11 @@ void save_case(const std::string& dir, const std::string& name, const std::vecto
         add("grad." + lt.name, lt.shape, gv);
     }
     for (auto& e : extra) add(e.name, std::move(e.shape), std::move(e.values));
-    add("input", sample_shape<Net>(samples, Net::in_size), x);
-    add("target", {samples, Net::out_size}, t);
+    const std::size_t n = x.size() / Net::in_size;
+    add("input", sample_shape<Net>(n, Net::in_size), x);
+    add("target", {n, Net::out_size}, t);
     add("loss", {1}, {loss});
-    add("dx", sample_shape<Net>(samples, Net::in_size), dx);
+    add("dx", sample_shape<Net>(n, Net::in_size), dx);
     add("grad_from_pullback", {Net::num_params}, g2);
     add("grad_flat", {Net::num_params}, g);
     write_safetensors(dir + "/" + name + ".safetensors", tensors, {{"chainlet.architecture", architecture<Net>::text()}});
@@ -106,7 +110,8 @@ void save_case(const std::string& dir, const std::string& name, const std::vecto
 }
 
 template <class Net>
-void write_case(const std::string& dir, const std::string& name, std::uint64_t seed) {
+void write_case(const std::string& dir, const std::string& name, std::uint64_t seed,
+                std::size_t samples = default_samples) {
     Rng rng(seed);
     const auto p = normal(Net::num_params, rng, 0.5);
     const auto x = normal(samples * Net::in_size, rng, 1.0);
@@ -138,6 +143,7 @@ using DropoutNet = Chain<Input<6>, Dense<9, Tanh>, Dropout<30>, Dense<5, Tanh>, 
 template <class Net>
 void write_training_case(const std::string& dir, const std::string& name, std::uint64_t seed, const Pass& pass,
                          const std::vector<std::pair<std::size_t, std::string>>& masks) {
+    const std::size_t samples = default_samples;
     Rng rng(seed);
     const auto p = normal(Net::num_params, rng, 0.5);
     const auto x = normal(samples * Net::in_size, rng, 1.0);
@@ -176,6 +182,7 @@ int main(int argc, char** argv) {
     }
     const std::string dir = argv[1];
     write_case<ResidualMlp>(dir, "residual_mlp", 1);
+    write_case<FewInputsBatch>(dir, "few_inputs_batch", 6, 150);
     write_case<DeepONet>(dir, "deeponet", 2);
     write_case<ParallelMix>(dir, "parallel_mix", 3);
     write_case<UserLayerNet>(dir, "user_layer", 4);

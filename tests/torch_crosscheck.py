@@ -98,6 +98,9 @@ MODELS = {
         nn.Conv2d(4, 5, 2), nn.Softplus(),
         nn.AdaptiveAvgPool2d(1), nn.Flatten(),
         nn.Linear(5, 3)),
+    "few_inputs_batch": lambda: nn.Sequential(
+        nn.Linear(3, 9), nn.Tanh(), nn.Linear(9, 4), nn.Softplus(), nn.Linear(4, 5), nn.Tanh(),
+        nn.Linear(5, 2, bias=False)),
     "strided_conv_flatten": lambda: nn.Sequential(
         nn.Conv2d(3, 4, (2, 3), stride=3), nn.GELU(approximate="tanh"),
         nn.AvgPool2d((1, 2)), nn.Flatten(), nn.Linear(3 * 1 * 4, 2)),

@@ -81,14 +81,28 @@ struct Dense {
             }
         }
 
-        // dy is overwritten with dz. dx may be null (no input gradient wanted, e.g. the first layer).
+        // dy is overwritten with dz, except where no input gradient is wanted and the fused route runs
+        // (it is clobbered, layer.hpp). dx may be null (no input gradient wanted, e.g. the first layer).
         template <class T>
         static void pullback(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
                              std::size_t n) {
             using namespace kernels;
-            activation_pullback<Act>(dy, Act::derivative_from_output ? y : saved, Out * n);
+            const T* s = Act::derivative_from_output ? y : saved;
             const T* w = p;
             T* gw = g;
+            if constexpr (in_size <= 4) {
+                if (n >= outer_product_below) {
+                    // A layer of 1-4 inputs (the first layer of an MLP on a few coordinates): dz, dW and
+                    // db in one pass, dz kept only for an input gradient.
+                    gemm_nt_activation<Act, in_size>(Out, n, x, n, dy, s, n, gw, Out, Bias ? g + num_weights : nullptr,
+                                                     dx != nullptr);
+                    if (dx) gemm_nn<NoEpilogue, Init::zero>(in_size, n, Out, w, Out, 1, dy, n, dx, n);
+                    return;
+                }
+            }
+            // dz; for a chunk with a bias, db += the sums of dz's rows in the same pass
+            if (Bias && n > 1) activation_pullback_row_sums<Act>(Out, n, dy, s, n, g + num_weights);
+            else activation_pullback<Act>(dy, s, Out * n);
             if (n == 1) {
                 // dW (In x Out) += x dz^T: an outer product, vectorised along Out
                 outer_add(in_size, Out, x, dy, gw, Out);
@@ -111,7 +125,6 @@ struct Dense {
                     // dW[i, o] += sum_s x[i, s] dz[o, s]
                     gemm_nt(in_size, Out, n, x, n, dy, n, gw, Out);
                 }
-                if constexpr (Bias) row_sums_add(Out, n, dy, n, g + num_weights);
                 // dX (In x n) = W^T dZ, W^T(i, o) = w[i * Out + o]
                 if (dx) gemm_nn<NoEpilogue, Init::zero>(in_size, n, Out, w, Out, 1, dy, n, dx, n);
             }
