@@ -106,7 +106,7 @@ public:
             if (groups > 1) std::fill_n(gi, Net::num_params, 0.0f);
             t.partials += since(t0);
             for (std::size_t c = i * per; c < std::min(chunks, (i + 1) * per); ++c) {
-                const std::size_t s0 = c * WS::chunk, m = std::min(WS::chunk, n_ - s0);
+                const std::size_t s0 = c * WS::chunk_size(n_), m = std::min(WS::chunk_size(n_), n_ - s0);
                 t0 = clock_type::now();
                 InputRows<float>{x}.gather(Net::in_size, s0, nullptr, m, b_.x);
                 kernels::gather_transpose(y + s0 * tps, tps, nullptr, m, targets_.data());
@@ -133,7 +133,7 @@ public:
     // Inference: outputs (sample-major) into an internal buffer.
     void infer(const float* p, const float* x, Parts& t) {
         for (std::size_t c = 0; c < WS::num_chunks(n_); ++c) {
-            const std::size_t s0 = c * WS::chunk, m = std::min(WS::chunk, n_ - s0);
+            const std::size_t s0 = c * WS::chunk_size(n_), m = std::min(WS::chunk_size(n_), n_ - s0);
             auto t0 = clock_type::now();
             InputRows<float>{x}.gather(Net::in_size, s0, nullptr, m, b_.x);
             t.gather += since(t0);
@@ -311,7 +311,7 @@ void profile_training(const std::string& title, const std::vector<std::string>& 
                                               rounds, target));
     }
     Table tab{peaks[0].second, sum_parts(t)};
-    tab.header(title + " (chunk " + std::to_string(Workspace<Net, float>::chunk) + ", instrumented on 1 thread)");
+    tab.header(title + " (chunk " + std::to_string(Workspace<Net, float>::chunk_size(n)) + ", instrumented on 1 thread)");
     tab.row("gather + transpose inputs and targets", t.gather, 0);
     for (std::size_t i = 0; i < names.size(); ++i) tab.row(names[i] + " forward", t.forward[i], flops[i].first);
     tab.row("loss value and gradient", t.loss, 0);
@@ -345,7 +345,7 @@ void profile_inference(const std::string& title, const std::vector<std::string>&
         whole.emplace_back(threads, time_call([&] { predict<Net>(ws, p, x, out, threads); }, rounds, target));
     }
     Table tab{peaks[0].second, sum_parts(t)};
-    tab.header(title + " (chunk " + std::to_string(Workspace<Net, float>::chunk) + ", instrumented on 1 thread)");
+    tab.header(title + " (chunk " + std::to_string(Workspace<Net, float>::chunk_size(n)) + ", instrumented on 1 thread)");
     tab.row("gather + transpose inputs", t.gather, 0);
     for (std::size_t i = 0; i < names.size(); ++i) tab.row(names[i] + " forward", t.forward[i], flops[i].first);
     tab.row("transpose outputs", t.scatter, 0);

@@ -40,6 +40,29 @@ std::vector<float> train(const std::vector<float>& x, const Y& y, std::size_t ba
 
 }  // namespace
 
+TEST_CASE("repro: a batch is cut into the fewest chunks of at most `chunk` samples, equal up to 16, none empty",
+          "[repro][parallel]") {
+    auto check = [](auto ws_type) {
+        using WS = decltype(ws_type);
+        for (std::size_t n = 1; n <= 40 * WS::chunk + 3; n += (n < 3 * WS::chunk ? 1 : 7)) {
+            const std::size_t chunks = WS::num_chunks(n), size = WS::chunk_size(n);
+            INFO("chunk " << WS::chunk << ", n " << n << ": " << chunks << " chunks of " << size);
+            REQUIRE(chunks == (n + WS::chunk - 1) / WS::chunk);  // the fewest
+            REQUIRE(size <= WS::chunk);
+            REQUIRE(chunks * size >= n);        // all samples
+            REQUIRE((chunks - 1) * size < n);   // the last chunk not empty
+            if (chunks > 1) {
+                REQUIRE(size % 16 == 0);
+                REQUIRE(n - (chunks - 1) * size + 16 * chunks >= size);  // the last at most 16 per chunk short
+            }
+        }
+    };
+    check(Workspace<Dense3, float>{});     // chunk 576
+    check(Workspace<Chain<Input<28, 28, 1>, Conv<5, 5, 6, ReLU>, Flatten, Dense<10>>, float>{});  // chunk 16
+    check(Workspace<Dense3, double>{});
+    REQUIRE(Workspace<Dense3, float>::chunk_size(10000) == 560);  // 17 chunks of 560 and one of 480
+}
+
 TEST_CASE("repro: a dense chain trains to the same bits on 1, 2 and 3 threads (batches of many chunk groups)", "[repro][parallel]") {
     using WS = Workspace<Dense3, float>;
     // A full batch of more than max_groups chunks (so groups hold several chunks) and a last, partial one.
