@@ -61,7 +61,8 @@ void row_sums_add(size_t M, size_t N, const T* a, size_t lda, T* out) {
 // out, in one pass over dy: the bits of the two calls, except that each row's last N % W values go
 // through the scalar Act::pullback (for an activation whose scalar and vector forms round differently,
 // exp-based ones, dz may then differ in the last bits from a flat activation_pullback). Saves reading
-// dz back: a Dense layer's bias gradient.
+// dz back: a Dense layer's bias gradient. For rows of N < 2 W, whose sums are all scalar, it saves
+// nothing: the sums read back the dz just stored, and those loads wait for the store.
 template <class Act, class T>
 void activation_pullback_row_sums(size_t M, size_t N, T* dy, const T* s, size_t ld, T* out) {
     using V = simd::vec<T>;
