@@ -155,11 +155,8 @@ TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window s
     // geometry (with the 9 geometries as template arguments, this file took 293 s in the sanitizer build).
     auto check = [&](std::size_t inner_w, std::size_t left, std::size_t right, std::size_t top) {
         const std::size_t IW = inner_w + left + right, IH = 4 + 2 * top;
-        std::vector<std::uint32_t> patch(KH * KW * IC);  // as kernels::patch_offsets<KH, KW, IC, IW>()
-        for (std::size_t ky = 0; ky < KH; ++ky)
-            for (std::size_t kx = 0; kx < KW; ++kx)
-                for (std::size_t c = 0; c < IC; ++c)
-                    patch[(ky * KW + kx) * IC + c] = static_cast<std::uint32_t>((ky * IW + kx) * IC + c);
+        std::vector<std::uint32_t> patch(KH * KW * IC);
+        kernels::patch_offsets(KH, KW, IC, IW, patch.data());
         const kernels::ConvShape s{IW, IC, IH - KH + 1, IW - KW + 1, OC, KH, KW, patch.data(),
                                    top, IH - top, left, IW - right};
         for (std::size_t n : {1, 16, 17}) {

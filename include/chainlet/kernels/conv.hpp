@@ -25,13 +25,18 @@
 namespace chainlet::kernels {
 
 // Row offsets of a KH x KW x C patch relative to its top-left row, in an image W pixels wide:
-// patch[(ky * KW + kx) * C + c] = (ky * W + kx) * C + c.
+// patch[(ky * KW + kx) * C + c] = (ky * W + kx) * C + c, into out[0, KH * KW * C).
+constexpr void patch_offsets(std::size_t KH, std::size_t KW, std::size_t C, std::size_t W, std::uint32_t* out) {
+    for (std::size_t ky = 0; ky < KH; ++ky)
+        for (std::size_t kx = 0; kx < KW; ++kx)
+            for (std::size_t c = 0; c < C; ++c) out[(ky * KW + kx) * C + c] = static_cast<std::uint32_t>((ky * W + kx) * C + c);
+}
+
+// The same as a table of the layer's (compile-time) shape.
 template <std::size_t KH, std::size_t KW, std::size_t C, std::size_t W>
 constexpr std::array<std::uint32_t, KH * KW * C> patch_offsets() {
     std::array<std::uint32_t, KH * KW * C> t{};
-    for (std::size_t ky = 0; ky < KH; ++ky)
-        for (std::size_t kx = 0; kx < KW; ++kx)
-            for (std::size_t c = 0; c < C; ++c) t[(ky * KW + kx) * C + c] = static_cast<std::uint32_t>((ky * W + kx) * C + c);
+    patch_offsets(KH, KW, C, W, t.data());
     return t;
 }
 
