@@ -95,6 +95,7 @@ public:
     template <class Opt>
     void train(const float* p, float* g, const float* x, const target_t* y, Opt& opt, std::span<float> ps, Parts& t) {
         const std::size_t chunks = WS::num_chunks(n_), per = WS::chunks_per_group(n_), groups = WS::num_groups(n_);
+        const std::size_t size = WS::chunk_size(n_);
         const std::size_t tps = Loss::targets_per_sample(Net::out_size);
         const float scale = 1.0f / static_cast<float>(n_);
         auto t0 = clock_type::now();
@@ -106,7 +107,7 @@ public:
             if (groups > 1) std::fill_n(gi, Net::num_params, 0.0f);
             t.partials += since(t0);
             for (std::size_t c = i * per; c < std::min(chunks, (i + 1) * per); ++c) {
-                const std::size_t s0 = c * WS::chunk_size(n_), m = std::min(WS::chunk_size(n_), n_ - s0);
+                const std::size_t s0 = c * size, m = std::min(size, n_ - s0);
                 t0 = clock_type::now();
                 InputRows<float>{x}.gather(Net::in_size, s0, nullptr, m, b_.x);
                 kernels::gather_transpose(y + s0 * tps, tps, nullptr, m, targets_.data());
@@ -132,8 +133,9 @@ public:
 
     // Inference: outputs (sample-major) into an internal buffer.
     void infer(const float* p, const float* x, Parts& t) {
+        const std::size_t size = WS::chunk_size(n_);
         for (std::size_t c = 0; c < WS::num_chunks(n_); ++c) {
-            const std::size_t s0 = c * WS::chunk_size(n_), m = std::min(WS::chunk_size(n_), n_ - s0);
+            const std::size_t s0 = c * size, m = std::min(size, n_ - s0);
             auto t0 = clock_type::now();
             InputRows<float>{x}.gather(Net::in_size, s0, nullptr, m, b_.x);
             t.gather += since(t0);

@@ -359,8 +359,10 @@ inline void nt_activation_tile(size_t K, const T* a, size_t lda, T* dy, const T*
 //   dz[p, k] = Act::pullback(dy[p, k], s[p, k])   (written back to dy if store_dz, for an input gradient)
 //   C[m, p] += sum_k A[m, k] dz[p, k]            (m < M; dy and s have row stride ld)
 //   db[p] += sum_k dz[p, k]                       (if db is not null)
-// C's sums are gemm_nt's, bit for bit; the bias sums are made the same way (lane by lane along k, then
-// the lanes), not in row_sums_add's order (two alternating vectors). Separate passes
+// With M = 4, C's sums are gemm_nt's bit for bit (the same 4 x 4 tiles, tested); with fewer rows each
+// lane adds along k as there, but the lanes may be summed in another order (hsum_add reduces a tile's
+// vectors in groups). The bias sums are made the same way (lane by lane along k, then the lanes), not
+// in row_sums_add's order (two alternating vectors). Separate passes
 // (activation_pullback, gemm_nt, row_sums_add) wrote dz and read it back twice, and their tiles loaded
 // each x vector for only 4 FMAs: the tiny MLP's first layer (4 -> 32 tanh, 576 samples) measured in
 // docs/profile.md.

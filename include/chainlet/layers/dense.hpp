@@ -81,8 +81,8 @@ struct Dense {
             }
         }
 
-        // dy is overwritten with dz, except where no input gradient is wanted and the fused route runs
-        // (it is clobbered, layer.hpp). dx may be null (no input gradient wanted, e.g. the first layer).
+        // dy is overwritten with dz, except on the one-pass route without an input gradient, which leaves it
+        // as it was (layer.hpp allows either). dx may be null (no input gradient wanted, e.g. the first layer).
         template <class T>
         static void pullback(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
                              std::size_t n) {
