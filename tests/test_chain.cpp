@@ -3,6 +3,8 @@
 // and the size errors of the public entry points.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "chainlet/chainlet.hpp"
@@ -83,6 +85,30 @@ TEST_CASE("Chain: same inputs give the same bits on 1, 2 and 3 threads", "[chain
     REQUIRE(l1 == l3);
     REQUIRE(g1 == g2);
     REQUIRE(g1 == g3);
+}
+
+// A batch of one chunk takes the layers' pullback_assign (layer.hpp): g is written, not zeroed and added to.
+TEMPLATE_TEST_CASE("Chain: value_and_gradient of one chunk writes g whatever it held, as the accumulating pullback",
+                   "[chain]", float, double) {
+    using T = TestType;
+    std::vector<T> p(Tiny::num_params);
+    init_params<Tiny>(p, 4);
+    for (std::size_t i = 0; i < p.size(); ++i) p[i] += T(0.05) * static_cast<T>(std::sin(static_cast<double>(i)));
+    for (const std::size_t n : {1, 3}) {
+        INFO("n=" << n);
+        const auto x = test::random_vector<T>(n * 4, 12), y = test::random_vector<T>(n * 4, 13);
+        std::vector<T> g_nan(p.size(), std::numeric_limits<T>::quiet_NaN()), g_seven(p.size(), T(7));
+        const T l = value_and_gradient<Tiny>(p, g_nan, x, y, SquaredError{});
+        REQUIRE(value_and_gradient<Tiny>(p, g_seven, x, y, SquaredError{}) == l);
+        REQUIRE(g_nan == g_seven);
+        // The same gradient through the pullback API, which adds into a zeroed g: dL/dyhat = 2 (yhat - y) / n.
+        std::vector<T> yhat(n * 4), dy(n * 4), dx(n * 4), g_added(p.size(), T(0));
+        predict<Tiny>(p, x, yhat);
+        for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = T(2) * (yhat[i] - y[i]) / static_cast<T>(n);
+        PullbackWorkspace<Tiny, T> ws(n);
+        vjp(ws, p, x, dy, dx, g_added);
+        REQUIRE(test::max_rel_diff(g_nan, g_added) < (sizeof(T) == 4 ? 1e-5 : 1e-13));
+    }
 }
 
 TEST_CASE("Chain: predict writes the caller's buffer and agrees with the forward pass of one sample", "[chain]") {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -18,7 +19,7 @@ using namespace chainlet::kernels;
 namespace {
 
 const std::size_t sizes[] = {1, 3, 7, 17, 33, 70};
-// Row lengths for kernels with half- and quarter-width vector tails (outer_add, gemv_t): in AVX-512
+// Row lengths for kernels with half- and quarter-width vector tails (outer_product, gemv_t): in AVX-512
 // float, 4 and 12 end in a quarter, 29 = 16 + 8 + 4 + 1 runs every width.
 const std::size_t narrow_tail_sizes[] = {1, 3, 4, 7, 12, 17, 29, 33, 70};
 
@@ -272,15 +273,20 @@ TEMPLATE_TEST_CASE("row_sums_add and add_to match their scalar twins", "[kernel]
         }
 }
 
-TEMPLATE_TEST_CASE("outer_add matches its scalar twin", "[kernel]", float, double) {
+TEMPLATE_TEST_CASE("outer_product matches its scalar twin, adding and writing", "[kernel]", float, double) {
     using T = TestType;
     for (std::size_t M : sizes)
         for (std::size_t N : narrow_tail_sizes) {
             const auto x = test::random_vector<T>(M, M), y = test::random_vector<T>(N, N + 1);
             auto c1 = test::random_vector<T>(M * N, 2), c2 = c1;
-            outer_add(M, N, x.data(), y.data(), c1.data(), N);
-            outer_add_reference(M, N, x.data(), y.data(), c2.data(), N);
+            outer_product<true>(M, N, x.data(), y.data(), c1.data(), N);
+            outer_product_reference<true>(M, N, x.data(), y.data(), c2.data(), N);
             REQUIRE(test::max_rel_diff(c1, c2) < (sizeof(T) == 4 ? 2e-6 : 1e-14));
+            // Writing: one rounded product per element, whatever c held (NaN here), the same bits as the twin.
+            std::vector<T> w1(M * N, std::numeric_limits<T>::quiet_NaN()), w2(M * N);
+            outer_product<false>(M, N, x.data(), y.data(), w1.data(), N);
+            outer_product_reference<false>(M, N, x.data(), y.data(), w2.data(), N);
+            REQUIRE(w1 == w2);
         }
 }
 

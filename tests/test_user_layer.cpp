@@ -44,6 +44,25 @@ TEST_CASE("the layer checker catches a pullback that overwrites g", "[user_layer
     REQUIRE_THAT(r.report(), Catch::Contains("does not add into g"));
 }
 
+// A layer whose optional pullback_assign adds into g instead of writing it.
+struct AssignAdds : ScaleShift {
+    template <class InShape>
+    struct bound : ScaleShift::bound<InShape> {
+        using base = ScaleShift::bound<InShape>;
+        template <class T>
+        static void pullback_assign(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
+                                    std::size_t n) {
+            base::pullback(p, g, x, y, saved, scratch, dy, dx, n);  // the bug: g's old contents stay in
+        }
+    };
+};
+
+TEST_CASE("the layer checker catches a pullback_assign that adds into g", "[user_layer][gradient]") {
+    const auto r = check_layer<AssignAdds, Input<4>>();
+    REQUIRE_FALSE(r.passed());
+    REQUIRE_THAT(r.report(), Catch::Contains("pullback_assign wrote another parameter gradient"));
+}
+
 TEST_CASE("a chain with the user layer trains and round-trips through the file formats", "[user_layer][fit][io]") {
     const std::size_t n = 256;
     std::vector<double> x(n * 3), y(n);

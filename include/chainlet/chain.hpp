@@ -153,19 +153,13 @@ public:
     template <class T>
     static void pullback(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
                          std::size_t n) {
-        T* const layer_scratch_ptr = scratch + layer_scratch_offset * n;
-        [&]<std::size_t... I>(std::index_sequence<I...>) {
-            (([&] {
-                 constexpr std::size_t L = num_layers - 1 - I;
-                 // The cotangent of layer L's output: dy for the last layer, else buffer (L % 2).
-                 T* dyl = L == num_layers - 1 ? dy : scratch + (L % 2) * max_inner_width * n;
-                 T* dxl = L == 0 ? dx : scratch + ((L - 1) % 2) * max_inner_width * n;
-                 layer<L>::pullback(p + param_offset[L], g + param_offset[L], input<L>(x, saved, n),
-                                    output<L>(const_cast<T*>(y), saved, n), saved + saved_offset[L] * n,
-                                    layer_scratch_ptr, dyl, dxl, n);
-             }()),
-             ...);
-        }(seq);
+        pullback_layers<true>(p, g, x, y, saved, scratch, dy, dx, n);
+    }
+    // The same, writing the parameter gradients into g (layer.hpp's optional pullback_assign).
+    template <class T>
+    static void pullback_assign(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
+                                std::size_t n) {
+        pullback_layers<false>(p, g, x, y, saved, scratch, dy, dx, n);
     }
 
     // The activation entering layer I (the chain's input for I = 0) and leaving it (the output for the last).
@@ -195,6 +189,29 @@ public:
     }
 
 private:
+    template <bool accumulate, class T>
+    static void pullback_layers(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
+                                std::size_t n) {
+        T* const layer_scratch_ptr = scratch + layer_scratch_offset * n;
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            (([&] {
+                 constexpr std::size_t L = num_layers - 1 - I;
+                 // The cotangent of layer L's output: dy for the last layer, else buffer (L % 2).
+                 T* dyl = L == num_layers - 1 ? dy : scratch + (L % 2) * max_inner_width * n;
+                 T* dxl = L == 0 ? dx : scratch + ((L - 1) % 2) * max_inner_width * n;
+                 const T* xl = input<L>(x, saved, n);
+                 T* yl = output<L>(const_cast<T*>(y), saved, n);
+                 if constexpr (accumulate)
+                     layer<L>::pullback(p + param_offset[L], g + param_offset[L], xl, yl, saved + saved_offset[L] * n,
+                                        layer_scratch_ptr, dyl, dxl, n);
+                 else
+                     detail::layer_pullback_assign<layer<L>>(p + param_offset[L], g + param_offset[L], xl, yl,
+                                                             saved + saved_offset[L] * n, layer_scratch_ptr, dyl, dxl, n);
+             }()),
+             ...);
+        }(seq);
+    }
+
     template <std::size_t I>
     static std::string describe_layer() {
         static_assert(Describable<layer<I>>,

@@ -30,12 +30,21 @@
 // Optional members:
 //   forward(p, x, y, saved, n, const Pass& pass)   used instead of the five-argument forward when present:
 //                                                  for layers that behave differently in training (Dropout)
+//   pullback_assign(p, g, x, y, saved, scratch, dy, dx, n)
+//                                                  as pullback, but *writes* its parameter gradient into g,
+//                                                  whose contents on entry are undefined (may be NaN); all
+//                                                  other rules as for pullback. value_and_gradient uses it
+//                                                  when a batch is one chunk, instead of zeroing g and adding:
+//                                                  for the tiny MLP's one-sample call, 0.23 -> 0.18 us.
+//                                                  Without it the chain zeroes the layer's slice and calls
+//                                                  pullback.
 //   describe()                                     architecture text for checkpoints, e.g. "Dense[10,relu]"
 //   torch_layout(TorchModules& m, std::size_t off) the layer's PyTorch modules and tensors (layer_metadata.hpp)
 // A layer without the last two trains and predicts like any other; saving it to a checkpoint or a
 // safetensors file is then a compile error that names the missing member.
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -101,6 +110,12 @@ concept has_pass_forward = requires(const T* p, const T* x, T* y, T* saved, std:
 template <class B, class T>
 concept has_pullback = requires(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
                                 std::size_t n) { B::template pullback<T>(p, g, x, y, saved, scratch, dy, dx, n); };
+
+template <class B, class T>
+concept has_pullback_assign = requires(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
+                                       std::size_t n) {
+    B::template pullback_assign<T>(p, g, x, y, saved, scratch, dy, dx, n);
+};
 
 }  // namespace detail
 
@@ -206,6 +221,18 @@ inline void layer_forward(const T* p, const T* x, T* y, T* saved, std::size_t n,
         B::forward(p, x, y, saved, n, pass);
     else
         B::forward(p, x, y, saved, n);
+}
+
+// The pullback that writes g: the layer's own pullback_assign, or g zeroed and the pullback adding into it.
+template <class B, class T>
+inline void layer_pullback_assign(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
+                                  std::size_t n) {
+    if constexpr (has_pullback_assign<B, T>) {
+        B::pullback_assign(p, g, x, y, saved, scratch, dy, dx, n);
+    } else {
+        if constexpr (B::num_params > 0) std::fill_n(g, B::num_params, T(0));
+        B::pullback(p, g, x, y, saved, scratch, dy, dx, n);
+    }
 }
 
 }  // namespace detail

@@ -10,6 +10,8 @@
 //   - that the pullback adds into g (g starts non-zero) rather than overwriting it;
 //   - that a second pullback on the same forward gives the same dx and g (so x, y and saved are intact);
 //   - that a null dx gives the same g;
+//   - for a layer with the optional pullback_assign: that it gives the pullback's g and dx, bit for bit,
+//     with g full of NaN on entry;
 //   - that forward reads no saved value and pullback no scratch value before writing it (both are filled
 //     with NaN first), and that outputs and gradients are finite;
 //   - that float and double agree on the same (float-exact) inputs, to float_tolerance relative to the
@@ -145,6 +147,15 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
         if (detail::worst_relative(second.dx, first.dx) > 1e-12)
             fail(n, "a second pullback on the same forward gave another dx");
         if (no_dx.g != second.g) fail(n, "a pullback with dx = nullptr gave another parameter gradient");
+        if constexpr (detail::has_pullback_assign<B, double>) {
+            // second: g from zero, so it holds the gradient itself (0 + v = v, up to the sign of a zero)
+            std::vector<double> g(B::num_params, nan), dy = w, dx(B::in_size * n, nan),
+                scratch(B::scratch_per_sample * n + 1, nan);
+            B::pullback_assign(p.data(), g.data(), x.data(), y.data(), saved.data(), scratch.data(), dy.data(), dx.data(),
+                               n);
+            if (g != second.g) fail(n, "pullback_assign wrote another parameter gradient than the pullback adds");
+            if (dx != second.dx) fail(n, "pullback_assign gave another dx than the pullback");
+        }
 
         // Finite differences of f(p, x) = sum(w .* forward(p, x)).
         auto f = [&](const std::vector<double>& pp, const std::vector<double>& xx) {

@@ -112,20 +112,22 @@ void add_to(T* dst, const T* src, size_t n) {
     for (; i < n; ++i) dst[i] += src[i];
 }
 
-// C[m, n] += x[m] y[n]: the weight gradient of one sample, an outer product, vectorised along n, with
-// a half- and a quarter-width vector where they fit (a layer of 4 or 8 outputs). Always inlined: with
-// the layer's M and N known, the loops unroll and the vector widths that do not fit drop out (the
-// tiny MLP's one-sample forward + pullback: 0.32 -> 0.25 us).
-template <class T>
-[[gnu::always_inline]] inline void outer_add(size_t M, size_t N, const T* x, const T* y, T* c, size_t ldc) {
+// C[m, n] += x[m] y[n] (accumulate), or C[m, n] = x[m] y[n]: the weight gradient of one sample, an outer
+// product, vectorised along n, with a half- and a quarter-width vector where they fit (a layer of 4 or 8
+// outputs). Always inlined: with the layer's M and N known, the loops unroll and the vector widths that
+// do not fit drop out (the tiny MLP's one-sample forward + pullback: 0.32 -> 0.25 us).
+template <bool accumulate, class T>
+[[gnu::always_inline]] inline void outer_product(size_t M, size_t N, const T* x, const T* y, T* c, size_t ldc) {
     constexpr size_t W = simd::width<T>;
     for (size_t m = 0; m < M; ++m) {
         T* r = c + m * ldc;
         size_t n = 0;
         auto run = [&]<class V>(size_t n_end) {
             const V xm(x[m]);
-            for (; n + simd::lanes<V> <= n_end; n += simd::lanes<V>)
-                simd::storev(r + n, simd::fma(xm, simd::loadv<V>(y + n), simd::loadv<V>(r + n)));
+            for (; n + simd::lanes<V> <= n_end; n += simd::lanes<V>) {
+                if constexpr (accumulate) simd::storev(r + n, simd::fma(xm, simd::loadv<V>(y + n), simd::loadv<V>(r + n)));
+                else simd::storev(r + n, xm * simd::loadv<V>(y + n));
+            }
         };
         if constexpr (simd::enabled) {
             run.template operator()<simd::vec<T>>(N);
@@ -138,10 +140,10 @@ template <class T>
     }
 }
 
-template <class T>
-void outer_add_reference(size_t M, size_t N, const T* x, const T* y, T* c, size_t ldc) {
+template <bool accumulate, class T>
+void outer_product_reference(size_t M, size_t N, const T* x, const T* y, T* c, size_t ldc) {
     for (size_t m = 0; m < M; ++m)
-        for (size_t n = 0; n < N; ++n) c[m * ldc + n] += x[m] * y[n];
+        for (size_t n = 0; n < N; ++n) c[m * ldc + n] = (accumulate ? c[m * ldc + n] : T(0)) + x[m] * y[n];
 }
 
 namespace detail {

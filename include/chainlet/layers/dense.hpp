@@ -88,6 +88,7 @@ struct Dense {
                              std::size_t n) {
             using namespace kernels;
             const T* s = Act::derivative_from_output ? y : saved;
+            if (n == 1) return pullback_one<true>(p, g, x, s, dy, dx);
             const T* w = p;
             T* gw = g;
             if constexpr (in_size <= 4) {
@@ -108,31 +109,47 @@ struct Dense {
                 activation_pullback_row_sums<Act>(Out, n, dy, s, n, g + num_weights);
             else
                 activation_pullback<Act>(dy, s, Out * n);
-            if (n == 1) {
-                // dW (In x Out) += x dz^T: an outer product, vectorised along Out
-                outer_add(in_size, Out, x, dy, gw, Out);
-                if constexpr (Bias) add_to(g + num_weights, dy, Out);
-                // dx[i] = sum_o w[i * Out + o] dz[o]
-                if (dx) {
-                    std::fill_n(dx, in_size, T(0));
-                    gemm_nt(1, in_size, Out, dy, Out, w, Out, dx, in_size);
-                }
+            if (n < outer_product_below && Out >= simd::width<T> / 2) {
+                // A few samples: dW (In x Out) += X dz^T as a sum of outer products, vectorised
+                // along Out with dz transposed to n x Out (short dot products along the samples
+                // would each end in a horizontal sum).
+                T* dzt = scratch;
+                scatter_transpose(dy, Out, n, dzt);
+                gemm_nn<NoEpilogue, Init::accumulate>(in_size, Out, n, x, static_cast<std::ptrdiff_t>(n), 1, dzt,
+                                                    Out, gw, Out);
             } else {
-                if (n < outer_product_below && Out >= simd::width<T> / 2) {
-                    // A few samples: dW (In x Out) += X dz^T as a sum of outer products, vectorised
-                    // along Out with dz transposed to n x Out (short dot products along the samples
-                    // would each end in a horizontal sum).
-                    T* dzt = scratch;
-                    scatter_transpose(dy, Out, n, dzt);
-                    gemm_nn<NoEpilogue, Init::accumulate>(in_size, Out, n, x, static_cast<std::ptrdiff_t>(n), 1, dzt,
-                                                        Out, gw, Out);
-                } else {
-                    // dW[i, o] += sum_s x[i, s] dz[o, s]
-                    gemm_nt(in_size, Out, n, x, n, dy, n, gw, Out);
-                }
-                if (Bias && !bias_in_pass) row_sums_add(Out, n, dy, n, g + num_weights);
-                // dX (In x n) = W^T dZ, W^T(i, o) = w[i * Out + o]
-                if (dx) gemm_nn<NoEpilogue, Init::zero>(in_size, n, Out, w, Out, 1, dy, n, dx, n);
+                // dW[i, o] += sum_s x[i, s] dz[o, s]
+                gemm_nt(in_size, Out, n, x, n, dy, n, gw, Out);
+            }
+            if (Bias && !bias_in_pass) row_sums_add(Out, n, dy, n, g + num_weights);
+            // dX (In x n) = W^T dZ, W^T(i, o) = w[i * Out + o]
+            if (dx) gemm_nn<NoEpilogue, Init::zero>(in_size, n, Out, w, Out, 1, dy, n, dx, n);
+        }
+
+        // The same with g written, not added to (layer.hpp): one sample writes its outer product, a chunk
+        // zeroes g and adds.
+        template <class T>
+        static void pullback_assign(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
+                                    std::size_t n) {
+            if (n == 1) return pullback_one<false>(p, g, x, Act::derivative_from_output ? y : saved, dy, dx);
+            std::fill_n(g, num_params, T(0));
+            pullback(p, g, x, y, saved, scratch, dy, dx, n);
+        }
+
+        // One sample, vectorised along the features: dz = dy * act'(s) (into dy), dW (In x Out) += or = x dz^T,
+        // db += or = dz, dx[i] = sum_o w[i * Out + o] dz[o].
+        template <bool accumulate, class T>
+        static void pullback_one(const T* w, T* g, const T* x, const T* s, T* dy, T* dx) {
+            using namespace kernels;
+            activation_pullback<Act>(dy, s, Out);
+            outer_product<accumulate>(in_size, Out, x, dy, g, Out);
+            if constexpr (Bias) {
+                if constexpr (accumulate) add_to(g + num_weights, dy, Out);
+                else std::copy_n(dy, Out, g + num_weights);
+            }
+            if (dx) {
+                std::fill_n(dx, in_size, T(0));
+                gemm_nt(1, in_size, Out, dy, Out, w, Out, dx, in_size);
             }
         }
 
