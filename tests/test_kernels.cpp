@@ -152,26 +152,27 @@ TEMPLATE_TEST_CASE("activation_pullback_row_sums: the bits of activation_pullbac
     using T = TestType;
     auto check = [&]<class Act>() {
         for (std::size_t M : sizes)
-            for (std::size_t N : sizes) {
-                const std::size_t ld = N + 5;
-                const auto dy = test::random_vector<T>(M * ld, M * 7 + N);
-                const auto s = test::random_vector<T>(M * ld, M + 3 * N);
-                auto dz1 = dy, dz2 = dy;
-                auto o1 = test::random_vector<T>(M, M), o2 = o1;
-                activation_pullback_row_sums<Act>(M, N, dz1.data(), s.data(), ld, o1.data());
-                for (std::size_t m = 0; m < M; ++m) activation_pullback<Act>(dz2.data() + m * ld, s.data() + m * ld, N);
-                row_sums_add(M, N, dz2.data(), ld, o2.data());
-                INFO(Act::name << " M=" << M << " N=" << N);
-                if constexpr (std::is_same_v<Act, Tanh>) {
-                    REQUIRE(dz1 == dz2);
-                    REQUIRE(o1 == o2);
-                } else {
-                    REQUIRE(test::max_rel_diff(dz1, dz2) < (sizeof(T) == 4 ? 1e-5 : 1e-13));
-                    REQUIRE(test::max_rel_diff(o1, o2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+            for (std::size_t N : sizes)
+                for (const std::size_t gap : {0u, 5u}) {  // rows back to back (one flat pass for short rows) or apart
+                    const std::size_t ld = N + gap;
+                    const auto dy = test::random_vector<T>(M * ld, M * 7 + N);
+                    const auto s = test::random_vector<T>(M * ld, M + 3 * N);
+                    auto dz1 = dy, dz2 = dy;
+                    auto o1 = test::random_vector<T>(M, M), o2 = o1;
+                    activation_pullback_row_sums<Act>(M, N, dz1.data(), s.data(), ld, o1.data());
+                    for (std::size_t m = 0; m < M; ++m) activation_pullback<Act>(dz2.data() + m * ld, s.data() + m * ld, N);
+                    row_sums_add(M, N, dz2.data(), ld, o2.data());
+                    INFO(Act::name << " M=" << M << " N=" << N << " ld=" << ld);
+                    if constexpr (std::is_same_v<Act, Tanh>) {
+                        REQUIRE(dz1 == dz2);
+                        REQUIRE(o1 == o2);
+                    } else {
+                        REQUIRE(test::max_rel_diff(dz1, dz2) < (sizeof(T) == 4 ? 1e-5 : 1e-13));
+                        REQUIRE(test::max_rel_diff(o1, o2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+                    }
+                    for (std::size_t m = 0; m < M; ++m)  // the gaps between rows are not written
+                        for (std::size_t j = N; j < ld; ++j) REQUIRE(dz1[m * ld + j] == dy[m * ld + j]);
                 }
-                for (std::size_t m = 0; m < M; ++m)  // the gaps between rows are not written
-                    for (std::size_t j = N; j < ld; ++j) REQUIRE(dz1[m * ld + j] == dy[m * ld + j]);
-            }
     };
     check.template operator()<Tanh>();
     check.template operator()<Softplus>();

@@ -33,63 +33,91 @@ void activation_pullback_reference(T* dy, const T* s, size_t n) {
     for (size_t i = 0; i < n; ++i) dy[i] = Act::pullback(dy[i], s[i]);
 }
 
-// out[m] += sum_n a[m * lda + n]
+namespace detail {
+// Rows of values for the kernels that use each value as it is made (row_sums_of below, gemm.hpp's
+// nt_tile): make<V>(m, n) returns the vector (or scalar, V = T) at row m, column n, and stored(m, n) one
+// value made before.
+//
+// As stored. The load is pinned (simd.hpp): in nt_tile each vector feeds several FMAs, and GCC 12
+// would otherwise fold the load into each of them.
 template <class T>
-void row_sums_add(size_t M, size_t N, const T* a, size_t lda, T* out) {
-    using V = simd::vec<T>;
-    constexpr size_t W = simd::width<T>;
-    for (size_t m = 0; m < M; ++m) {
-        const T* r = a + m * lda;
-        T s = 0;
-        size_t n = 0;
-        if constexpr (simd::enabled) {
-            if (N >= 2 * W) {
-                V s0(T(0)), s1(T(0));
-                for (const size_t n_end = N - N % (2 * W); n < n_end; n += 2 * W) {
-                    s0 += V::load_unaligned(r + n);
-                    s1 += V::load_unaligned(r + n + W);
-                }
-                s = simd::hsum<T>(s0 + s1);
-            }
-        }
-        for (; n < N; ++n) s += r[n];
-        out[m] += s;
-    }
-}
+struct StoredRows {
+    const T* a;
+    size_t lda;
+    template <class V>
+    V make(size_t m, size_t n) const { return simd::pinned(loadv<V>(a + m * lda + n)); }
+    T stored(size_t m, size_t n) const { return a[m * lda + n]; }
+};
 
-// activation_pullback on M rows of N values (row stride ld) and row_sums_add of the resulting dz into
-// out, in one pass over dy: the bits of the two calls, except that each row's last N % W values go
-// through the scalar Act::pullback (for an activation whose scalar and vector forms round differently,
-// exp-based ones, dz may then differ in the last bits from a flat activation_pullback). Saves reading
-// dz back: a Dense layer's bias gradient. For rows of N < 2 W, whose sums are all scalar, it saves
-// nothing: the sums read back the dz just stored, and those loads wait for the store.
-template <class Act, class T>
-void activation_pullback_row_sums(size_t M, size_t N, T* dy, const T* s, size_t ld, T* out) {
+// dz = Act::pullback(dy, s), written back to dy if store (dy and s with row stride ld). The loads are
+// not pinned: pinned, the tiny MLP's Dense<32, tanh> pullback (nt_tile) took 36.6 us against 36.0, and
+// its row sums were no faster (two alternating runs each).
+template <class Act, bool store, class T>
+struct ActivationPullbackRows {
+    T* dy;
+    const T* s;
+    size_t ld;
+    template <class V>
+    V make(size_t m, size_t n) const {
+        const V z = Act::pullback(loadv<V>(dy + m * ld + n), loadv<V>(s + m * ld + n));
+        if constexpr (store) storev(dy + m * ld + n, z);
+        return z;
+    }
+    T stored(size_t m, size_t n) const { return dy[m * ld + n]; }
+};
+
+// out[m] += the sum of row m of M rows of N values made by `rows`: in two alternating vector sums while
+// two vectors remain, then one by one. Past the pairs, whole vectors are still made as vectors (an
+// activation's vector and scalar forms may round differently) and then summed value by value.
+template <class T, class Rows>
+inline void row_sums_of(size_t M, size_t N, Rows rows, T* out) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
     const size_t pairs_end = simd::enabled && N >= 2 * W ? N - N % (2 * W) : 0;
     for (size_t m = 0; m < M; ++m) {
-        T* d = dy + m * ld;
-        const T* sm = s + m * ld;
         T sum = 0;
         size_t n = 0;
         if constexpr (simd::enabled) {
             V s0(T(0)), s1(T(0));
             for (; n < pairs_end; n += 2 * W) {
-                const V z0 = Act::pullback(loadv<V>(d + n), loadv<V>(sm + n));
-                const V z1 = Act::pullback(loadv<V>(d + n + W), loadv<V>(sm + n + W));
-                storev(d + n, z0);
-                storev(d + n + W, z1);
-                s0 += z0;
-                s1 += z1;
+                s0 += rows.template make<V>(m, n);
+                s1 += rows.template make<V>(m, n + W);
             }
             if (pairs_end) sum = simd::hsum<T>(s0 + s1);
-            for (; n + W <= N; n += W) storev(d + n, Act::pullback(loadv<V>(d + n), loadv<V>(sm + n)));
+            for (; n + W <= N; n += W) rows.template make<V>(m, n);
         }
-        for (; n < N; ++n) d[n] = Act::pullback(d[n], sm[n]);
-        for (n = pairs_end; n < N; ++n) sum += d[n];
+        for (; n < N; ++n) rows.template make<T>(m, n);
+        for (n = pairs_end; n < N; ++n) sum += rows.stored(m, n);
         out[m] += sum;
     }
+}
+}  // namespace detail
+
+// out[m] += sum_n a[m * lda + n]
+template <class T>
+void row_sums_add(size_t M, size_t N, const T* a, size_t lda, T* out) {
+    detail::row_sums_of(M, N, detail::StoredRows<T>{a, lda}, out);
+}
+
+// activation_pullback on M rows of N values (row stride ld) and row_sums_add of the resulting dz into
+// out, with the bits of those two calls (for an activation whose scalar and vector forms round
+// differently, exp-based ones, a flat activation_pullback over rows that are not whole vectors makes
+// some of dz in the other form). Rows of two vectors or more go in one pass over dy, which saves
+// reading dz back: a Dense layer's bias gradient. Shorter rows are summed value by value, and those
+// loads of a dz just stored wait for the store (LeNet5's Dense<120> pullback, chunks of 16: 20.9 ->
+// 21.4 us), so there all of dz is made first and then summed.
+template <class Act, class T>
+void activation_pullback_row_sums(size_t M, size_t N, T* dy, const T* s, size_t ld, T* out) {
+    if (N < 2 * simd::width<T>) {
+        if (ld == N) {
+            activation_pullback<Act>(dy, s, M * N);
+        } else {
+            for (size_t m = 0; m < M; ++m) activation_pullback<Act>(dy + m * ld, s + m * ld, N);
+        }
+        row_sums_add(M, N, dy, ld, out);
+        return;
+    }
+    detail::row_sums_of(M, N, detail::ActivationPullbackRows<Act, true, T>{dy, s, ld}, out);
 }
 
 template <class T>

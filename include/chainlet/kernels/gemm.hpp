@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/kernels/simd.hpp"
 
 namespace chainlet::kernels {
@@ -253,36 +254,53 @@ void gemm_nn_reference(size_t M, size_t N, size_t K, const T* a, ptrdiff_t a_rs,
         }
 }
 
-// C[m, p] += sum_k A[m, k] B[p, k] over an MR x PR tile: vector partial sums along k, one horizontal
-// sum per output at the end.
-template <int MR, int PR, class T>
-inline void nt_tile(size_t K, const T* a, size_t lda, const T* b, size_t ldb, T* c, size_t ldc) {
+// C[m, p] += sum_k A[m, k] B[p, k] over an MR x PR tile, B's rows made by b (elementwise.hpp's rows):
+// vector partial sums along k, one horizontal sum per output at the end. Each B vector is made once and
+// used from registers by the MR rows of A, and with ones_row by one more row of sums whose A is all ones:
+// db[p] += sum_k B[p, k].
+template <int MR, int PR, bool ones_row = false, class T, class BRows>
+inline void nt_tile(size_t K, const T* a, size_t lda, BRows b, T* c, size_t ldc, T* db = nullptr) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
-    T out[MR][PR] = {};
+    constexpr int R = MR + (ones_row ? 1 : 0);
+    T out[R][PR] = {};
     size_t k = 0;
     if constexpr (simd::enabled) {
         if (K >= W) {
-            V acc[MR][PR];
-            for (int i = 0; i < MR; ++i)
+            V acc[R][PR];
+#pragma GCC unroll 16
+            for (int i = 0; i < R; ++i)
+#pragma GCC unroll 16
                 for (int j = 0; j < PR; ++j) acc[i][j] = V(T(0));
-            for (const size_t k_end = K - K % (W); k < k_end; k += W) {
-                V av[MR], bv[PR];
-                for (int i = 0; i < MR; ++i) av[i] = pinned(V::load_unaligned(a + i * lda + k));
-                for (int j = 0; j < PR; ++j) bv[j] = pinned(V::load_unaligned(b + j * ldb + k));
-                for (int i = 0; i < MR; ++i)
-                    for (int j = 0; j < PR; ++j) acc[i][j] = simd::fma(av[i], bv[j], acc[i][j]);
+            for (const size_t k_end = K - K % W; k < k_end; k += W) {
+                V bv[PR];
+#pragma GCC unroll 16
+                for (int j = 0; j < PR; ++j) bv[j] = b.template make<V>(size_t(j), k);
+#pragma GCC unroll 16
+                for (int i = 0; i < MR; ++i) {
+                    const V ai = pinned(loadv<V>(a + i * lda + k));
+#pragma GCC unroll 16
+                    for (int j = 0; j < PR; ++j) acc[i][j] = simd::fma(ai, bv[j], acc[i][j]);
+                }
+                if constexpr (ones_row)
+#pragma GCC unroll 16
+                    for (int j = 0; j < PR; ++j) acc[MR][j] += bv[j];
             }
-            simd::hsum_add<T, MR * PR>(&acc[0][0], &out[0][0]);
+            simd::hsum_add<T, R * PR>(&acc[0][0], &out[0][0]);
         }
     }
     // The fused multiply-add written out: left to contraction, GCC 12 fused it in some instantiations
     // and not in others (where it vectorised the adds across j), so equal sums could differ in the last bit.
     for (; k < K; ++k)
-        for (int i = 0; i < MR; ++i)
-            for (int j = 0; j < PR; ++j) out[i][j] = simd::fma(a[i * lda + k], b[j * ldb + k], out[i][j]);
+        for (int j = 0; j < PR; ++j) {
+            const T z = b.template make<T>(size_t(j), k);
+            for (int i = 0; i < MR; ++i) out[i][j] = simd::fma(a[i * lda + k], z, out[i][j]);
+            if constexpr (ones_row) out[MR][j] += z;
+        }
     for (int i = 0; i < MR; ++i)
         for (int j = 0; j < PR; ++j) c[i * ldc + j] += out[i][j];
+    if constexpr (ones_row)
+        for (int j = 0; j < PR; ++j) db[j] += out[MR][j];
 }
 
 // A single row (the input gradient of one sample) takes 8 outputs per tile where a vector holds 64
@@ -291,8 +309,9 @@ template <int MR, class T>
 inline void nt_rows(size_t P, size_t K, const T* a, size_t lda, const T* b, size_t ldb, T* c, size_t ldc) {
     constexpr int PR = MR == 1 && simd::width<T> * sizeof(T) == 64 ? 8 : 4;
     size_t p = 0;
-    for (const size_t p_end = P - P % (PR); p < p_end; p += PR) nt_tile<MR, PR>(K, a, lda, b + p * ldb, ldb, c + p, ldc);
-    for (; p < P; ++p) nt_tile<MR, 1>(K, a, lda, b + p * ldb, ldb, c + p, ldc);
+    for (const size_t p_end = P - P % (PR); p < p_end; p += PR)
+        nt_tile<MR, PR>(K, a, lda, detail::StoredRows<T>{b + p * ldb, ldb}, c + p, ldc);
+    for (; p < P; ++p) nt_tile<MR, 1>(K, a, lda, detail::StoredRows<T>{b + p * ldb, ldb}, c + p, ldc);
 }
 
 // C (M x P, row stride ldc) += A (M x K, row stride lda) B^T, B (P x K, row stride ldb).
@@ -304,64 +323,13 @@ void gemm_nt(size_t M, size_t P, size_t K, const T* a, size_t lda, const T* b, s
     for (; m < M; ++m) nt_rows<1>(P, K, a + m * lda, lda, b, ldb, c + m * ldc, ldc);
 }
 
-// gemm_nt's tile for the weight and bias gradients of a layer with at most 4 inputs (M), with its
-// activation pullback on the way: each dz vector is made once, from dy and s, and used from registers
-// by all M rows of A and by the bias sums (one more row of sums whose A is all ones).
-template <class Act, int M, int PR, bool bias, bool store_dz, class T>
-inline void nt_activation_tile(size_t K, const T* a, size_t lda, T* dy, const T* s, size_t ld, T* c, size_t ldc,
-                               T* db) {
-    using V = simd::vec<T>;
-    constexpr size_t W = simd::width<T>;
-    constexpr int R = M + (bias ? 1 : 0);
-    T out[R][PR] = {};
-    size_t k = 0;
-    if constexpr (simd::enabled) {
-        if (K >= W) {
-            V acc[R][PR];
-#pragma GCC unroll 16
-            for (int i = 0; i < R; ++i)
-#pragma GCC unroll 16
-                for (int j = 0; j < PR; ++j) acc[i][j] = V(T(0));
-            for (const size_t k_end = K - K % W; k < k_end; k += W) {
-                V dz[PR];
-#pragma GCC unroll 16
-                for (int j = 0; j < PR; ++j) {
-                    dz[j] = Act::pullback(pinned(loadv<V>(dy + j * ld + k)), pinned(loadv<V>(s + j * ld + k)));
-                    if constexpr (store_dz) storev(dy + j * ld + k, dz[j]);
-                }
-#pragma GCC unroll 16
-                for (int i = 0; i < M; ++i) {
-                    const V ai = pinned(loadv<V>(a + i * lda + k));
-#pragma GCC unroll 16
-                    for (int j = 0; j < PR; ++j) acc[i][j] = simd::fma(ai, dz[j], acc[i][j]);
-                }
-                if constexpr (bias)
-#pragma GCC unroll 16
-                    for (int j = 0; j < PR; ++j) acc[M][j] += dz[j];
-            }
-            simd::hsum_add<T, R * PR>(&acc[0][0], &out[0][0]);
-        }
-    }
-    for (; k < K; ++k)
-        for (int j = 0; j < PR; ++j) {
-            const T z = Act::pullback(dy[j * ld + k], s[j * ld + k]);
-            if constexpr (store_dz) dy[j * ld + k] = z;
-            for (int i = 0; i < M; ++i) out[i][j] = simd::fma(a[i * lda + k], z, out[i][j]);  // as in nt_tile
-            if constexpr (bias) out[M][j] += z;
-        }
-    for (int i = 0; i < M; ++i)
-        for (int j = 0; j < PR; ++j) c[i * ldc + j] += out[i][j];
-    if constexpr (bias)
-        for (int j = 0; j < PR; ++j) db[j] += out[M][j];
-}
-
 // The pullback of a layer y = act(W x + b) with at most 4 inputs, except its input gradient, in one pass:
 //   dz[p, k] = Act::pullback(dy[p, k], s[p, k])   (written back to dy if store_dz, for an input gradient)
 //   C[m, p] += sum_k A[m, k] dz[p, k]            (m < M; dy and s have row stride ld)
 //   db[p] += sum_k dz[p, k]                       (if db is not null)
-// With M = 4, C's sums are gemm_nt's bit for bit (the same 4 x 4 tiles, tested); with fewer rows each
-// lane adds along k as there, but the lanes may be summed in another order (hsum_add reduces a tile's
-// vectors in groups). The bias sums are made the same way (lane by lane along k, then the lanes), not
+// The tiles are gemm_nt's nt_tile with dz made in registers; with M = 4, C's sums are gemm_nt's bit for
+// bit (tested); with fewer rows each lane adds along k as there, but the lanes may be summed in another
+// order (hsum_add reduces a tile's vectors in groups). The bias sums are made the same way (lane by lane along k, then the lanes), not
 // in row_sums_add's order (two alternating vectors). Separate passes
 // (activation_pullback, gemm_nt, row_sums_add) wrote dz and read it back twice, and their tiles loaded
 // each x vector for only 4 FMAs: the tiny MLP's first layer (4 -> 32 tanh, 576 samples) measured in
@@ -372,13 +340,12 @@ void gemm_nt_activation(size_t P, size_t K, const T* a, size_t lda, T* dy, const
     static_assert(M >= 1 && M <= 4, "gemm_nt_activation: at most 4 rows of A in a tile");
     auto rows = [&]<bool bias, bool store>() {
         constexpr int PR = 4;
+        using DzRows = detail::ActivationPullbackRows<Act, store, T>;
         size_t p = 0;
         for (const size_t p_end = P - P % PR; p < p_end; p += PR)
-            nt_activation_tile<Act, int(M), PR, bias, store>(K, a, lda, dy + p * ld, s + p * ld, ld, c + p, ldc,
-                                                            db + (bias ? p : 0));
+            nt_tile<int(M), PR, bias>(K, a, lda, DzRows{dy + p * ld, s + p * ld, ld}, c + p, ldc, db + (bias ? p : 0));
         for (; p < P; ++p)
-            nt_activation_tile<Act, int(M), 1, bias, store>(K, a, lda, dy + p * ld, s + p * ld, ld, c + p, ldc,
-                                                           db + (bias ? p : 0));
+            nt_tile<int(M), 1, bias>(K, a, lda, DzRows{dy + p * ld, s + p * ld, ld}, c + p, ldc, db + (bias ? p : 0));
     };
     if (db) store_dz ? rows.template operator()<true, true>() : rows.template operator()<true, false>();
     else store_dz ? rows.template operator()<false, true>() : rows.template operator()<false, false>();

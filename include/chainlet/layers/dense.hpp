@@ -101,11 +101,8 @@ struct Dense {
                     return;
                 }
             }
-            // dz; for a chunk of two vectors or more with a bias, db += the sums of dz's rows in the same
-            // pass (with shorter rows, reading back dz just stored in that pass stalled: LeNet5's Dense<120>
-            // pullback on a chunk of 16 took 20.9 -> 21.4 us, so those keep the two passes)
-            const bool bias_in_pass = Bias && n >= 2 * simd::width<T>;
-            if (bias_in_pass)
+            // dz, and db += the sums of dz's rows
+            if constexpr (Bias)
                 activation_pullback_row_sums<Act>(Out, n, dy, s, n, g + num_weights);
             else
                 activation_pullback<Act>(dy, s, Out * n);
@@ -121,7 +118,6 @@ struct Dense {
                 // dW[i, o] += sum_s x[i, s] dz[o, s]
                 gemm_nt(in_size, Out, n, x, n, dy, n, gw, Out);
             }
-            if (Bias && !bias_in_pass) row_sums_add(Out, n, dy, n, g + num_weights);
             // dX (In x n) = W^T dZ, W^T(i, o) = w[i * Out + o]
             if (dx) gemm_nn<NoEpilogue, Init::zero>(in_size, n, Out, w, Out, 1, dy, n, dx, n);
         }
