@@ -10,8 +10,9 @@
 //   - that the pullback adds into g (g starts non-zero) rather than overwriting it;
 //   - that a second pullback on the same forward gives the same dx and g (so x, y and saved are intact);
 //   - that a null dx gives the same g;
-//   - for a layer with the optional pullback_assign: that it gives the pullback's g and dx, bit for bit,
-//     with g full of NaN on entry;
+//   - for a layer with the optional pullback_assign, in double and float: that with g full of NaN on
+//     entry it writes the g and dx of the pullback (equal values, a zero's sign aside), with and without
+//     dx, and leaves y and saved alone;
 //   - that forward reads no saved value and pullback no scratch value before writing it (both are filled
 //     with NaN first), and that outputs and gradients are finite;
 //   - that float and double agree on the same (float-exact) inputs, to float_tolerance relative to the
@@ -28,6 +29,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chainlet/layer.hpp"
@@ -102,6 +104,38 @@ LayerCheckRun layer_run(const std::vector<double>& p, const std::vector<double>&
             std::vector<double>(g.begin(), g.end())};
 }
 
+// The optional pullback_assign in T against the pullback: with g full of NaN on entry it must write
+// the g that the pullback adds onto zeros, and the same dx, with and without dx, leaving y and saved
+// as they were. Equal values are required (==): a zero may differ in sign (x * 0 is -0 for x < 0,
+// where 0 + -0 is +0). Returns what went wrong, or nothing.
+template <class B, class T>
+std::string check_pullback_assign(const std::vector<double>& p, const std::vector<double>& x,
+                                  const std::vector<double>& w, std::size_t n, const Pass& pass) {
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    std::vector<T> pt(p.begin(), p.end()), xt(x.begin(), x.end());
+    std::vector<T> y(B::out_size * n), saved(B::saved_per_sample * n + 1, nan);
+    layer_forward<B>(pt.data(), xt.data(), y.data(), saved.data(), n, pass);
+    const std::vector<T> y_kept = y, saved_kept = saved;
+    auto run = [&](bool assign, bool with_dx) {
+        std::vector<T> g(B::num_params, assign ? nan : T(0)), dy(w.begin(), w.end()), dx(B::in_size * n, nan),
+            scratch(B::scratch_per_sample * n + 1, nan);
+        T* const dxp = with_dx ? dx.data() : nullptr;
+        if (assign)
+            B::pullback_assign(pt.data(), g.data(), xt.data(), y.data(), saved.data(), scratch.data(), dy.data(), dxp, n);
+        else
+            B::pullback(pt.data(), g.data(), xt.data(), y.data(), saved.data(), scratch.data(), dy.data(), dxp, n);
+        return std::pair{std::move(g), std::move(dx)};
+    };
+    const auto added = run(false, true), written = run(true, true), written_no_dx = run(true, false);
+    if (y != y_kept || !std::equal(saved.begin(), saved.end(), saved_kept.begin(), saved_kept.end(),
+                                   [](T a, T b) { return a == b || (std::isnan(a) && std::isnan(b)); }))
+        return "pullback_assign changed y or the saved storage";
+    if (written.first != added.first || written_no_dx.first != added.first)
+        return "pullback_assign wrote another parameter gradient than the pullback adds";
+    if (written.second != added.second) return "pullback_assign gave another dx than the pullback";
+    return {};
+}
+
 }  // namespace detail
 
 // The same for a layer already bound to its input shape (B = L::bound<Shape<...>>).
@@ -148,13 +182,8 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
             fail(n, "a second pullback on the same forward gave another dx");
         if (no_dx.g != second.g) fail(n, "a pullback with dx = nullptr gave another parameter gradient");
         if constexpr (detail::has_pullback_assign<B, double>) {
-            // second: g from zero, so it holds the gradient itself (0 + v = v, up to the sign of a zero)
-            std::vector<double> g(B::num_params, nan), dy = w, dx(B::in_size * n, nan),
-                scratch(B::scratch_per_sample * n + 1, nan);
-            B::pullback_assign(p.data(), g.data(), x.data(), y.data(), saved.data(), scratch.data(), dy.data(), dx.data(),
-                               n);
-            if (g != second.g) fail(n, "pullback_assign wrote another parameter gradient than the pullback adds");
-            if (dx != second.dx) fail(n, "pullback_assign gave another dx than the pullback");
+            const std::string e = detail::check_pullback_assign<B, double>(p, x, w, n, o.pass);
+            if (!e.empty()) fail(n, e);
         }
 
         // Finite differences of f(p, x) = sum(w .* forward(p, x)).
@@ -192,6 +221,10 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
         // Float against double on the same float-exact inputs.
         const auto d = detail::layer_run<B, double>(p, x, w, g0, n, o.pass);
         const auto s = detail::layer_run<B, float>(p, x, w, g0, n, o.pass);
+        if constexpr (detail::has_pullback_assign<B, float>) {
+            const std::string e = detail::check_pullback_assign<B, float>(p, x, w, n, o.pass);
+            if (!e.empty()) fail(n, "in float, " + e);
+        }
         const double fdiff = std::max({detail::worst_relative(s.y, d.y), detail::worst_relative(s.dx, d.dx),
                                        detail::worst_relative(s.g, d.g)});
         r.float_double_difference = std::max(r.float_double_difference, fdiff);

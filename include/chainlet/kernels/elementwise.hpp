@@ -36,12 +36,13 @@ void activation_pullback_reference(T* dy, const T* s, size_t n) {
 namespace detail {
 // Rows of values for the kernels that use each value as it is made (row_sums_of below, gemm.hpp's
 // nt_tile): make<V>(m, n) returns the vector (or scalar, V = T) at row m, column n, and stored(m, n) one
-// value made before.
+// value made before, which row_sums_of requires (keeps_made_values).
 //
 // As stored. The load is pinned (simd.hpp): in nt_tile each vector feeds several FMAs, and GCC 12
 // would otherwise fold the load into each of them.
 template <class T>
 struct StoredRows {
+    static constexpr bool keeps_made_values = true;
     const T* a;
     size_t lda;
     template <class V>
@@ -54,6 +55,7 @@ struct StoredRows {
 // its row sums were no faster (two alternating runs each).
 template <class Act, bool store, class T>
 struct ActivationPullbackRows {
+    static constexpr bool keeps_made_values = store;
     T* dy;
     const T* s;
     size_t ld;
@@ -71,6 +73,7 @@ struct ActivationPullbackRows {
 // activation's vector and scalar forms may round differently) and then summed value by value.
 template <class T, class Rows>
 inline void row_sums_of(size_t M, size_t N, Rows rows, T* out) {
+    static_assert(Rows::keeps_made_values, "row_sums_of reads the last values of a row back with stored()");
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
     const size_t pairs_end = simd::enabled && N >= 2 * W ? N - N % (2 * W) : 0;
@@ -100,12 +103,13 @@ void row_sums_add(size_t M, size_t N, const T* a, size_t lda, T* out) {
 }
 
 // activation_pullback on M rows of N values (row stride ld) and row_sums_add of the resulting dz into
-// out, with the bits of those two calls (for an activation whose scalar and vector forms round
-// differently, exp-based ones, a flat activation_pullback over rows that are not whole vectors makes
-// some of dz in the other form). Rows of two vectors or more go in one pass over dy, which saves
-// reading dz back: a Dense layer's bias gradient. Shorter rows are summed value by value, and those
-// loads of a dz just stored wait for the store (LeNet5's Dense<120> pullback, chunks of 16: 20.9 ->
-// 21.4 us), so there all of dz is made first and then summed.
+// out. Rows of two vectors or more go in one pass over dy, which saves reading dz back (a Dense layer's
+// bias gradient), with the bits of activation_pullback row by row and row_sums_add. Shorter rows are
+// summed value by value, and those loads of a dz just stored wait for the store (LeNet5's Dense<120>
+// pullback, chunks of 16: 20.9 -> 21.4 us), so there all of dz is made first: rows back to back (ld ==
+// N) by one flat activation_pullback over M N values, as Dense's two passes did, whose vectors run
+// across rows (for an activation whose scalar and vector forms round differently, exp-based ones, some
+// of dz then differs in the last bits from a pullback row by row).
 template <class Act, class T>
 void activation_pullback_row_sums(size_t M, size_t N, T* dy, const T* s, size_t ld, T* out) {
     if (N < 2 * simd::width<T>) {
