@@ -201,12 +201,8 @@ private:
                  T* dxl = L == 0 ? dx : scratch + ((L - 1) % 2) * max_inner_width * n;
                  const T* xl = input<L>(x, saved, n);
                  T* yl = output<L>(const_cast<T*>(y), saved, n);
-                 if constexpr (accumulate)
-                     layer<L>::pullback(p + param_offset[L], g + param_offset[L], xl, yl, saved + saved_offset[L] * n,
-                                        layer_scratch_ptr, dyl, dxl, n);
-                 else
-                     detail::layer_pullback_assign<layer<L>>(p + param_offset[L], g + param_offset[L], xl, yl,
-                                                             saved + saved_offset[L] * n, layer_scratch_ptr, dyl, dxl, n);
+                 detail::layer_pullback<accumulate, layer<L>>(p + param_offset[L], g + param_offset[L], xl, yl,
+                                                              saved + saved_offset[L] * n, layer_scratch_ptr, dyl, dxl, n);
              }()),
              ...);
         }(seq);

@@ -223,16 +223,26 @@ inline void layer_forward(const T* p, const T* x, T* y, T* saved, std::size_t n,
         B::forward(p, x, y, saved, n);
 }
 
-// The pullback that writes g: the layer's own pullback_assign, or g zeroed and the pullback adding into it.
+// g zeroed, then the pullback adding into it: what writing g means for a layer without pullback_assign
+// (and for Dense's chunks, whose pullback_assign is this for more than one sample).
 template <class B, class T>
-inline void layer_pullback_assign(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
-                                  std::size_t n) {
-    if constexpr (has_pullback_assign<B, T>) {
-        B::pullback_assign(p, g, x, y, saved, scratch, dy, dx, n);
-    } else {
-        if constexpr (B::num_params > 0) std::fill_n(g, B::num_params, T(0));
+inline void zero_then_pullback(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
+                               std::size_t n) {
+    if constexpr (B::num_params > 0) std::fill_n(g, B::num_params, T(0));
+    B::pullback(p, g, x, y, saved, scratch, dy, dx, n);
+}
+
+// The pullback adding into g (accumulate) or writing it: then the layer's own pullback_assign, or
+// zero_then_pullback.
+template <bool accumulate, class B, class T>
+inline void layer_pullback(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
+                           std::size_t n) {
+    if constexpr (accumulate)
         B::pullback(p, g, x, y, saved, scratch, dy, dx, n);
-    }
+    else if constexpr (has_pullback_assign<B, T>)
+        B::pullback_assign(p, g, x, y, saved, scratch, dy, dx, n);
+    else
+        zero_then_pullback<B>(p, g, x, y, saved, scratch, dy, dx, n);
 }
 
 }  // namespace detail

@@ -90,6 +90,14 @@ inline bool all_finite(const std::vector<double>& v) {
     return std::all_of(v.begin(), v.end(), [](double e) { return std::isfinite(e); });
 }
 
+// Equal element by element, two NaN counting as equal: unused saved storage keeps the NaN it was
+// filled with, and a pullback must leave it, as everything else it only reads, as it was.
+template <class T>
+bool same_values(const std::vector<T>& a, const std::vector<T>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                      [](T u, T v) { return u == v || (std::isnan(u) && std::isnan(v)); });
+}
+
 // One forward and pullback in T; g starts at g0, dx and scratch at NaN, saved at NaN before forward.
 template <class B, class T>
 LayerCheckRun layer_run(const std::vector<double>& p, const std::vector<double>& x, const std::vector<double>& w,
@@ -127,9 +135,7 @@ std::string check_pullback_assign(const std::vector<double>& p, const std::vecto
         return std::pair{std::move(g), std::move(dx)};
     };
     const auto added = run(false, true), written = run(true, true), written_no_dx = run(true, false);
-    if (y != y_kept || !std::equal(saved.begin(), saved.end(), saved_kept.begin(), saved_kept.end(),
-                                   [](T a, T b) { return a == b || (std::isnan(a) && std::isnan(b)); }))
-        return "pullback_assign changed y or the saved storage";
+    if (y != y_kept || !same_values(saved, saved_kept)) return "pullback_assign changed y or the saved storage";
     if (written.first != added.first || written_no_dx.first != added.first)
         return "pullback_assign wrote another parameter gradient than the pullback adds";
     if (written.second != added.second) return "pullback_assign gave another dx than the pullback";
@@ -165,8 +171,7 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
             return detail::LayerCheckRun{{}, std::move(dx), std::move(g)};
         };
         const auto first = pull(g0, true);
-        if (y != y_kept || !std::equal(saved.begin(), saved.end(), saved_kept.begin(), saved_kept.end(),
-                                       [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }))
+        if (y != y_kept || !detail::same_values(saved, saved_kept))
             fail(n, "pullback changed y or the saved storage (a repeated pullback would see other values)");
         const auto second = pull(std::vector<double>(B::num_params, 0.0), true);
         const auto no_dx = pull(std::vector<double>(B::num_params, 0.0), false);

@@ -70,7 +70,9 @@ struct ActivationPullbackRows {
 
 // out[m] += the sum of row m of M rows of N values made by `rows`: in two alternating vector sums while
 // two vectors remain, then one by one. Past the pairs, whole vectors are still made as vectors (an
-// activation's vector and scalar forms may round differently) and then summed value by value.
+// activation's vector and scalar forms may round differently) and then summed value by value. For
+// StoredRows those makes have no effect and their result is unused, so the compiler drops them: the pin
+// is a non-volatile asm (simd.hpp), removed with its unused output.
 template <class T, class Rows>
 inline void row_sums_of(size_t M, size_t N, Rows rows, T* out) {
     static_assert(Rows::keeps_made_values, "row_sums_of reads the last values of a row back with stored()");

@@ -128,8 +128,7 @@ struct Dense {
         static void pullback_assign(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
                                     std::size_t n) {
             if (n == 1) return pullback_one<false>(p, g, x, Act::derivative_from_output ? y : saved, dy, dx);
-            std::fill_n(g, num_params, T(0));
-            pullback(p, g, x, y, saved, scratch, dy, dx, n);
+            detail::zero_then_pullback<bound>(p, g, x, y, saved, scratch, dy, dx, n);
         }
 
         // One sample, vectorised along the features: dz = dy * act'(s) (into dy), dW (In x Out) += or = x dz^T,
