@@ -2,6 +2,8 @@
 // deterministic handling of ties, the vector loops against scalar ones on odd sizes.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "chainlet/layers/flatten.hpp"
@@ -63,6 +65,30 @@ TEST_CASE("MaxPool: a tie sends the whole cotangent to the first maximal positio
             REQUIRE(dx[3 * n + s] == 0.0f);
         }
     }
+}
+
+// PyTorch's max_pool2d gives NaN for a window holding a NaN anywhere; the hardware max alone kept a NaN
+// only in the window's last position.
+TEMPLATE_TEST_CASE("MaxPool: a NaN anywhere in a window gives NaN, and the cotangent goes to the first NaN",
+                   "[maxpool]", float, double) {
+    using T = TestType;
+    using L = MaxPool<2, 2>::bound<Shape<2, 2, 1>>;
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    for (std::size_t n : {1, 16, 19, 37})  // scalar, vector and tail paths, in float and double
+        for (std::size_t first = 0; first < 4; ++first)
+            for (std::size_t second : {first, std::size_t{3}}) {  // one NaN, or a second one last
+                std::vector<T> x(4 * n), y(n), dy(n, T(1.5)), dx(4 * n, T(-7));
+                for (std::size_t s = 0; s < n; ++s)
+                    for (std::size_t i = 0; i < 4; ++i) x[i * n + s] = i == first || i == second ? nan : T(i + 1);
+                L::forward(static_cast<const T*>(nullptr), x.data(), y.data(), static_cast<T*>(nullptr), n);
+                L::pullback(static_cast<const T*>(nullptr), static_cast<T*>(nullptr), x.data(), y.data(),
+                            static_cast<T*>(nullptr), static_cast<T*>(nullptr), dy.data(), dx.data(), n);
+                INFO("n=" << n << " NaN at " << first << " and " << second);
+                for (std::size_t s = 0; s < n; ++s) {
+                    REQUIRE(std::isnan(y[s]));
+                    for (std::size_t i = 0; i < 4; ++i) REQUIRE(dx[i * n + s] == (i == first ? T(1.5) : T(0)));
+                }
+            }
 }
 
 TEST_CASE("MaxPool: float vector path equals the double computation", "[maxpool][kernel]") {

@@ -192,6 +192,10 @@ template <class V>
 inline V log1p(V a) { CHAINLET_SIMD_OR_STD(xsimd::log1p(a), std::log1p(a)); }
 template <class V>
 inline V sqrt(V a) { CHAINLET_SIMD_OR_STD(xsimd::sqrt(a), std::sqrt(a)); }
+// The lanes holding NaN, as a mask (for simd::select). Not a != a: xsimd compares vectors ordered, so
+// NaN != NaN is false there.
+template <class V>
+inline auto isnan(V a) { CHAINLET_SIMD_OR_STD(xsimd::isnan(a), std::isnan(a)); }
 template <class V>
 inline V tanh_exact(V a) { CHAINLET_SIMD_OR_STD(xsimd::tanh(a), std::tanh(a)); }
 #undef CHAINLET_SIMD_OR_STD

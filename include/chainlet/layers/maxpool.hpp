@@ -5,10 +5,15 @@
 // Pullback: each window passes its output cotangent to the position of its maximum. Ties go to the
 // first maximal position in the window's row-major order, so the gradient is deterministic and every
 // cotangent is passed exactly once. The position is recomputed from x and y, so nothing is stored.
+//
+// NaN: a window holding a NaN gives NaN, wherever the NaN is (as PyTorch's max_pool2d), and its
+// cotangent goes to the first NaN. The hardware max returns its second operand when one is NaN, so
+// alone it would keep a NaN only in a window's last position; the forward ORs a NaN mask per element.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <limits>
 #include <span>
 #include <string>
 
@@ -59,10 +64,15 @@ struct MaxPool {
             for_each_window(n, [&](auto at, std::size_t out, std::size_t m) {
                 auto run = [&]<class V>(std::size_t e) {
                     V best = simd::loadv<V>(x + at(0, 0) + e);
+                    auto nan = simd::isnan(best);
                     for (std::size_t dy = 0; dy < PH; ++dy)
                         for (std::size_t dx = 0; dx < PW; ++dx)
-                            if (dy || dx) best = simd::max(best, simd::loadv<V>(x + at(dy, dx) + e));
-                    simd::storev(y + out + e, best);
+                            if (dy || dx) {
+                                const V v = simd::loadv<V>(x + at(dy, dx) + e);
+                                nan = nan | simd::isnan(v);
+                                best = simd::max(best, v);
+                            }
+                    simd::storev(y + out + e, simd::select(nan, V(std::numeric_limits<T>::quiet_NaN()), best));
                 };
                 std::size_t e = 0;
                 if constexpr (simd::enabled)
@@ -82,7 +92,8 @@ struct MaxPool {
                     V left = simd::loadv<V>(dy + out + e);  // the cotangent not yet passed on
                     for (std::size_t wy = 0; wy < PH; ++wy)
                         for (std::size_t wx = 0; wx < PW; ++wx) {
-                            const auto hit = simd::loadv<V>(x + at(wy, wx) + e) == top;
+                            const V v = simd::loadv<V>(x + at(wy, wx) + e);
+                            const auto hit = (v == top) | simd::isnan(v);  // a NaN v: top is NaN too
                             simd::storev(dx + at(wy, wx) + e, simd::select(hit, left, V(0)));
                             left = simd::select(hit, V(0), left);
                         }
