@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -100,6 +101,57 @@ TEMPLATE_TEST_CASE("gemm_nt matches its scalar twin", "[kernel]", float, double)
                 INFO("M=" << M << " P=" << P << " K=" << K);
                 REQUIRE(test::max_rel_diff(c1, c2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
             }
+}
+
+TEMPLATE_TEST_CASE("gemm_nt_nn_few matches its scalar twin, and gives gemm_nt's and gemm_nn's bits",
+                   "[kernel]", float, double) {
+    // dW += x dz^T and dx = W^T dz of a layer with P = 1..4 outputs; M rows of x (odd counts take the
+    // one-row tiles), K samples (odd counts take the values past the vectors); rows of stride > K.
+    using T = TestType;
+    const double tol = sizeof(T) == 4 ? 2e-5 : 1e-12;
+    auto check = [&]<std::size_t P>() {
+        for (std::size_t M : sizes)
+            for (std::size_t K : sizes) {
+                const std::size_t lda = K + 1, ld = K + 3, ldx = K + 2;
+                const auto a = test::random_vector<T>(M * lda, M + K);
+                const auto dz = test::random_vector<T>(P * ld, P * 3 + K);
+                const auto w = test::random_vector<T>(M * P, M + 7);
+                auto c1 = test::random_vector<T>(M * P, 9), c2 = c1, c3 = c1;
+                std::vector<T> dx1(M * ldx, T(-5)), dx2 = dx1, dx3 = dx1;
+                for (std::size_t i = 0; i < M; ++i)  // written values only; the row padding stays
+                    std::fill_n(dx1.begin() + static_cast<std::ptrdiff_t>(i * ldx), K,
+                                std::numeric_limits<T>::quiet_NaN());
+                gemm_nt_nn_few<P>(M, K, a.data(), lda, dz.data(), ld, w.data(), c1.data(), P, dx1.data(), ldx);
+                auto c4 = c2;  // without dx: the same C, bit for bit
+                gemm_nt_nn_few<P>(M, K, a.data(), lda, dz.data(), ld, w.data(), c4.data(), P, static_cast<T*>(nullptr),
+                                  ldx);
+                REQUIRE(c4 == c1);
+                gemm_nt_nn_few_reference(M, P, K, a.data(), lda, dz.data(), ld, w.data(), c2.data(), P, dx2.data(),
+                                         ldx);
+                INFO("P=" << P << " M=" << M << " K=" << K);
+                REQUIRE(test::max_rel_diff(c1, c2) < tol);
+                REQUIRE(test::max_rel_diff(dx1, dx2) < tol);
+                REQUIRE(std::none_of(dx1.begin(), dx1.end(), [](T v) { return std::isnan(v); }));  // all written
+                // The separate kernels it replaces in Dense's pullback: the same sums in the same order
+                gemm_nt(M, P, K, a.data(), lda, dz.data(), ld, c3.data(), P);
+                gemm_nn<NoEpilogue, Init::zero>(M, K, P, w.data(), static_cast<std::ptrdiff_t>(P), 1, dz.data(), ld,
+                                                dx3.data(), ldx);
+                // dx's bits too where gemm_nn takes whole vectors (its narrower vectors' FMAs are left to
+                // contraction by xsimd, which GCC 12 does in some instantiations and not in others)
+                REQUIRE(test::max_rel_diff(dx1, dx3) < tol);
+                const std::size_t whole = simd::enabled ? K - K % simd::width<T> : K;
+                for (std::size_t i = 0; i < M; ++i)
+                    REQUIRE(std::equal(dx1.begin() + static_cast<std::ptrdiff_t>(i * ldx),
+                                       dx1.begin() + static_cast<std::ptrdiff_t>(i * ldx + whole),
+                                       dx3.begin() + static_cast<std::ptrdiff_t>(i * ldx)));
+                if (P == 4 && M % 4 == 0) REQUIRE(c1 == c3);
+                else REQUIRE(test::max_rel_diff(c1, c3) < tol);
+            }
+    };
+    check.template operator()<1>();
+    check.template operator()<2>();
+    check.template operator()<3>();
+    check.template operator()<4>();
 }
 
 TEMPLATE_TEST_CASE("gemm_nt_activation matches its scalar twin, and with 4 rows C is gemm_nt's of dz bit for bit",

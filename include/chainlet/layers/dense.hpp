@@ -106,6 +106,13 @@ struct Dense {
                 activation_pullback_row_sums<Act>(Out, n, dy, s, n, g + num_weights);
             else
                 activation_pullback<Act>(dy, s, Out * n);
+            if constexpr (Out <= 4) {
+                if (n >= outer_product_below) {
+                    // 1-4 outputs (the last layer of an MLP): dW and dX in one pass over dz
+                    gemm_nt_nn_few<Out>(in_size, n, x, n, dy, n, w, gw, Out, dx, n);
+                    return;
+                }
+            }
             if (n < outer_product_below && Out >= simd::width<T> / 2) {
                 // A few samples: dW (In x Out) += X dz^T as a sum of outer products, vectorised
                 // along Out with dz transposed to n x Out (short dot products along the samples
