@@ -63,7 +63,7 @@ template <class Epilogue, Init init, bool edges = true, class T, class AOff>
                                               std::type_identity_t<T*> z) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
-    constexpr int NP = 4;  // output pixels per tile
+    constexpr int NP = tile_vectors;  // output pixels per tile
     const auto nn = static_cast<ptrdiff_t>(n);
     for (size_t oy = 0; oy < s.OH; ++oy) {
         // kernel rows that reach the non-zero input rows (only these input rows are ever read, which
@@ -233,8 +233,9 @@ void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T*
     } else if (wide_tiles && s.OC % 6 == 0) {
         wide.template operator()<4, 6>();
     } else {
+        // 4 x 4, or 4 x 2 with 16 vector registers (MR * PR + MR + 1 must fit)
         for_row_blocks(s.K(), [&]<int MR>(size_t k0) {
-            for_row_blocks(s.OC, [&]<int PR>(size_t oc0) {
+            for_row_blocks<tile_vectors>(s.OC, [&]<int PR>(size_t oc0) {
                 tile.template operator()<MR, PR>(k0, oc0);
             });
         });

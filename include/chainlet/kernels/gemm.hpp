@@ -7,7 +7,8 @@
 //   gemm_nt:  C[m, p] += sum_k A[m, k] B[p, k]                  (dot products along contiguous k)
 //   gemm_nt_nn_few: both at once for the two gradients of a layer with at most 4 outputs
 //
-// Register tiles: MR rows x NR vectors of accumulators (4 x 4 = 16 of the 32 AVX-512 registers),
+// Register tiles: MR rows x NR vectors of accumulators (4 x 4 = 16 of the 32 AVX-512 registers; 4 x 2
+// of the 16 AVX2 registers, see tile_vectors),
 // with smaller tiles and a scalar tail (the same template with a scalar V) for the remainders.
 #pragma once
 
@@ -168,6 +169,11 @@ inline Tile<T, AOff, BOff> moved(Tile<T, AOff, BOff> t, size_t m, ptrdiff_t shif
     return t;
 }
 
+// Vectors along a register tile's wide side: MR x 4 accumulators with 32 vector registers (AVX-512),
+// MR x 2 with 16 (AVX2): 4 x 4 accumulators, the B vectors and a broadcast do not fit 16 registers, and
+// GCC then keeps accumulators on the stack (docs/profile.md, 2026-11-25, a Zen 3 core).
+inline constexpr int tile_vectors = simd::vector_registers >= 32 ? 4 : 2;
+
 // Calls tile<MR>(m) over the rows [0, M) in blocks of B (4 unless asked), then 2, then 1. (A block of
 // 6 for M = 6, the channels of LeNet5's first convolution, was measured: 15 % slower for that layer's
 // forward pass.) Always inlined, so that a caller's always-inlined tile lambda (conv_valid) is inlined
@@ -200,7 +206,7 @@ template <class Epilogue, Init init, class T, class AOff, class BOff>
 inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff>& t) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
-    constexpr int NR = 4;
+    constexpr int NR = tile_vectors;
     for_row_blocks(M, [&]<int MR>(size_t m) {
         size_t n = 0;
         if constexpr (simd::enabled) {
@@ -318,7 +324,7 @@ inline void nt_tile(size_t K, const T* a, size_t lda, BRows b, T* c, size_t ldc,
 // bytes: its 8 sums are then reduced together (simd::hsum_add), not one by one.
 template <int MR, class T>
 inline void nt_rows(size_t P, size_t K, const T* a, size_t lda, const T* b, size_t ldb, T* c, size_t ldc) {
-    constexpr int PR = MR == 1 && simd::width<T> * sizeof(T) == 64 ? 8 : 4;
+    constexpr int PR = MR > 1 ? tile_vectors : simd::width<T> * sizeof(T) == 64 ? 8 : 4;
     size_t p = 0;
     for (const size_t p_end = P - P % (PR); p < p_end; p += PR)
         nt_tile<MR, PR>(K, a, lda, detail::StoredRows<T>{b + p * ldb, ldb}, c + p, ldc);
@@ -367,8 +373,10 @@ void gemm_nt_nn_few(size_t M, size_t K, const T* a, size_t lda, const T* dz, siz
         if (dx) nt_tile<MR, int(P)>(K, a + m * lda, lda, b, c + m * ldc, ldc, static_cast<T*>(nullptr), input_gradient);
         else nt_tile<MR, int(P)>(K, a + m * lda, lda, b, c + m * ldc, ldc);
     };
+    // tiles of 4 rows, or 2 where 4 x P accumulators would not leave registers for the P dz vectors
+    constexpr int MR = simd::vector_registers >= 32 || P <= 2 ? 4 : 2;
     size_t m = 0;
-    for (const size_t m_end = M - M % 4; m < m_end; m += 4) rows.template operator()<4>(m);
+    for (const size_t m_end = M - M % MR; m < m_end; m += MR) rows.template operator()<MR>(m);
     for (; m < M; ++m) rows.template operator()<1>(m);
 }
 
@@ -405,7 +413,7 @@ void gemm_nt_activation(size_t P, size_t K, const T* a, size_t lda, T* dy, const
                         size_t ldc, T* db, bool store_dz) {
     static_assert(M >= 1 && M <= 4, "gemm_nt_activation: at most 4 rows of A in a tile");
     auto rows = [&]<bool bias, bool store>() {
-        constexpr int PR = 4;
+        constexpr int PR = tile_vectors;
         using DzRows = detail::ActivationPullbackRows<Act, store, T>;
         size_t p = 0;
         for (const size_t p_end = P - P % PR; p < p_end; p += PR)
