@@ -2,7 +2,8 @@
 // vector FMAs, enough to cover the FMA latency (4 cycles on 2 pipes needs 8), so the only limit is FMA
 // throughput. 16 chains with 32 vector registers (AVX-512), 10 with 16 (AVX2): 16 chains and their two
 // operands do not fit 16 registers, and the spills read 57 instead of 98 GFLOP/s on a Zen 3 core,
-// which overstated every "% of peak" on such a machine by 1.7 times. The benchmarks state achieved GFLOP/s as a fraction of this figure.
+// which overstated every "% of peak" on such a machine by 1.7 times. The benchmarks state achieved
+// GFLOP/s as a fraction of this figure.
 // The best of several short repeats is kept: a repeat that shares a core with a neighbour's burst
 // reads low (once 116 instead of 230 GFLOP/s on 2 threads), and a peak is a best case by definition.
 #pragma once

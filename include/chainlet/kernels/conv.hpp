@@ -201,7 +201,7 @@ void conv_weight_grad_tile(const ConvShape& s, const T* in, const T* dz, size_t 
 // An MR x PR tile of (k, oc) keeps its accumulators in registers through all pixels and samples and
 // sums them horizontally once; the samples past the last full vector go through the same loop as scalars.
 // With 32 vector registers (AVX-512) and float, the tiles are 3 x 8 when OC is a multiple of 8 and 4 x 6
-// for a multiple of 6 (LeNet5's convolutions: 16 and 6 channels); else 4 x 4 and smaller.
+// for a multiple of 6 (LeNet5's convolutions: 16 and 6 channels); else 4 x tile_vectors and smaller.
 template <class T>
 void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T* g) {
     using V = simd::vec<T>;

@@ -345,8 +345,8 @@ void gemm_nt(size_t M, size_t P, size_t K, const T* a, size_t lda, const T* b, s
 // gradient does not depend on whether its input gradient is wanted, which the layer checker requires):
 //   C[m, p] += sum_k A[m, k] dz[p, k]     (gemm_nt: C = dW, A = x, M x K, row stride lda)
 //   dx[m, k] = sum_p w[m * P + p] dz[p, k] (gemm_nn with A = W, Init::zero; row stride ldx)
-// Each tile of 4 rows of A loads P dz vectors per k step for its FMAs with A's rows and makes those
-// rows' dx vectors from the same registers. Separately, gemm_nt loaded each dz vector for 4 FMAs and
+// Each tile of 4 rows of A (2 for P > 2 with 16 vector registers) loads P dz vectors per k step for its
+// FMAs with A's rows and makes those rows' dx vectors from the same registers. Separately, gemm_nt loaded each dz vector for 4 FMAs and
 // gemm_nn read dz again for dx (the tiny MLP's Dense<4>, 16 inputs, 560 samples: 1.18 + 1.03 us per
 // chunk against 0.61 + 0.61 at the FMA peak). The sums are theirs, in the same order: C's are
 // nt_tile's (gemm_nt's bits for P = 4 and whole tiles of 4 rows; its other tiles group the horizontal
