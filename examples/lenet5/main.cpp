@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chainlet/chainlet.hpp"
@@ -67,7 +68,7 @@ double accuracy(const std::vector<float>& p, const ImageDataset& d, const ByteDa
 
 struct Options {
     std::string data = "/usr/share/datasets/fashion-mnist";
-    std::uint64_t epochs = 10, batch = 64, seed = 1, limit = 0;
+    std::uint64_t epochs = 10, batch = 64, seed = 1, limit = 0, test_limit = 0;
     double lr = 1e-3;
     int threads = 0;
     std::string save, resume;
@@ -91,6 +92,8 @@ int main(int argc, char** argv) {
     app.add_option("--seed", o.seed, "seed of the initial parameters and the shuffling")
         ->check(examples::whole(0, UINT64_MAX));
     app.add_option("--limit", o.limit, "use only the first N training images, 0 = all")
+        ->check(examples::whole(0, UINT64_MAX));
+    app.add_option("--test-limit", o.test_limit, "measure the test accuracy on the first N test images, 0 = all")
         ->check(examples::whole(0, UINT64_MAX));
     app.add_option("--save", o.save, "write a checkpoint (parameters + Adam state) to PATH after every epoch");
     app.add_option("--resume", o.resume, "start from the checkpoint PATH and train --epochs more epochs");
@@ -153,11 +156,13 @@ int train_and_report(const Options& opts, bool use_mpi) {
                          d->width);
             return 1;
         }
-    if (limit > 0 && limit < train.count) {
-        train.count = limit;
-        train.pixels.resize(limit * 784);
-        train.labels.resize(limit);
-    }
+    // --limit and --test-limit: the first N images of each set (the standardisation uses what is kept)
+    for (auto [d, n] : {std::pair{&train, limit}, std::pair{&test, opts.test_limit}})
+        if (n > 0 && n < d->count) {
+            d->count = n;
+            d->pixels.resize(n * 784);
+            d->labels.resize(n);
+        }
     const ByteData train_x = standardised(train, train), test_x = standardised(test, train);
     if (rank0) {
         std::printf("%s\n", build_report().c_str());
