@@ -81,13 +81,14 @@ TEMPLATE_TEST_CASE("conv_weight_grad's register tiles match the twin", "[conv][k
     // Output channels that pick each tile shape (3 x 8 for multiples of 8, 4 x 6 for multiples of 6 in
     // float with AVX-512, 4 x 4 and smaller otherwise), K = KH * KW * IC leaving every remainder of the
     // row blocks (K % 3 from 0 to 2 for 3 x 8, K % 4 from 0 to 3 for 4 x 6), and sample counts of one
-    // vector, less, and more with a tail.
+    // vector, less, and more with a tail (pairs of vectors, one vector left, and a scalar tail).
     using T = TestType;
     auto check = [&]<std::size_t IC, std::size_t KH, std::size_t KW, std::size_t OC>() {
         constexpr std::size_t IW = 7, IH = 6;
         constexpr auto patch = kernels::patch_offsets<KH, KW, IC, IW>();
         const kernels::ConvShape s{IW, IC, IH - KH + 1, IW - KW + 1, OC, KH, KW, patch.data(), 0, IH, 0, IW};
-        for (std::size_t n : {std::size_t(1), std::size_t(5), simd::width<T>, simd::width<T> + 3, 2 * simd::width<T>}) {
+        for (std::size_t n : {std::size_t(1), std::size_t(5), simd::width<T>, simd::width<T> + 3, 2 * simd::width<T>,
+                              3 * simd::width<T> + 5, 4 * simd::width<T>}) {
             const auto in = test::random_vector<T>(IH * IW * IC * n, 3 + n);
             const auto dz = test::random_vector<T>(s.OH * s.OW * OC * n, 4 + n);
             auto g1 = test::random_vector<T>(s.K() * OC, 5), g2 = g1;

@@ -151,12 +151,15 @@ void conv_valid_reference(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a
 
 namespace detail {
 
-// One MR x PR tile of conv_weight_grad over samples [j0, j1) in steps of lanes<VV>: out[i][j] += the
-// sums for rows k0 + i and channels oc0 + j. Per pixel it loads the MR input vectors, then one dz vector
-// per channel, used at once: MR * PR + MR + 1 vector registers. N: the chunk's samples if known at
-// compile time (0: run_time_n), so that the PR dz rows, N apart, are constant offsets from one pointer (as
-// run-time offsets GCC 12 kept each in a general register and spilled).
-template <class VV, int MR, int PR, size_t N, class T>
+// One MR x PR tile of conv_weight_grad over samples [j0, j1) in steps of NV * lanes<VV>: out[i][j] += the
+// sums for rows k0 + i and channels oc0 + j. Per pixel and vector of samples it loads the MR input
+// vectors, then one dz vector per channel, used at once: MR * PR + MR + 1 vector registers. NV vectors
+// of samples per pixel: with NV = 2 each pixel's 64-byte rows are read whole in one visit (a chunk of 16
+// floats is two AVX2 vectors) instead of half a row in each of two sweeps over the image. N: the chunk's
+// samples if known at compile time (0: run_time_n), so that the PR dz rows, N apart, are constant offsets
+// from one pointer (as run-time offsets GCC 12 kept each in a general register and spilled). The MR input
+// rows are offsets from one pointer too, so a pixel costs one pointer step for them, not MR.
+template <class VV, int MR, int PR, int NV, size_t N, class T>
 void conv_weight_grad_tile(const ConvShape& s, const T* in, const T* dz, size_t run_time_n, size_t k0, size_t oc0,
                            size_t j0, size_t j1, T (&out)[MR][PR]) {
     constexpr size_t L = lanes<VV>;
@@ -166,24 +169,27 @@ void conv_weight_grad_tile(const ConvShape& s, const T* in, const T* dz, size_t 
         for (int j = 0; j < PR; ++j) acc[i][j] = VV(T(0));
     const size_t a_step = s.IC * n, d_step = s.OC * n, pixels = s.OH * s.OW;
     const size_t row_skip = (s.IW - s.OW) * s.IC * n;  // from past a row's last pixel to the next row
+    size_t a_off[MR];  // row k0 + i of a patch, from row k0
+    for (int i = 0; i < MR; ++i) a_off[i] = (s.patch[k0 + i] - s.patch[k0]) * n;
     // samples outermost; then one loop over all pixels, whose body is straight-line code (with a loop
     // per row of pixels GCC 12 stored and reloaded every accumulator at the end of each row)
-    for (size_t v = j0; v < j1; v += L) {
-        const T* arow[MR];
-        for (int i = 0; i < MR; ++i) arow[i] = in + s.patch[k0 + i] * n + v;
+    for (size_t v = j0; v < j1; v += NV * L) {
+        const T* arow = in + s.patch[k0] * n + v;
         const T* drow = dz + oc0 * n + v;  // dz's rows of pixels follow each other
         for (size_t p = 0, ox = 0; p < pixels; ++p) {
-            VV av[MR];
-            for (int i = 0; i < MR; ++i) av[i] = pinned(loadv<VV>(arow[i]));
-            for (int j = 0; j < PR; ++j) {
-                const VV b = pinned(loadv<VV>(drow + j * n));
-                for (int i = 0; i < MR; ++i) acc[i][j] = simd::fma(av[i], b, acc[i][j]);
+            for (int u = 0; u < NV; ++u) {
+                VV av[MR];
+                for (int i = 0; i < MR; ++i) av[i] = pinned(loadv<VV>(arow + a_off[i] + u * L));
+                for (int j = 0; j < PR; ++j) {
+                    const VV b = pinned(loadv<VV>(drow + j * n + u * L));
+                    for (int i = 0; i < MR; ++i) acc[i][j] = simd::fma(av[i], b, acc[i][j]);
+                }
             }
-            for (int i = 0; i < MR; ++i) arow[i] += a_step;
+            arow += a_step;
             drow += d_step;
             if (++ox == s.OW) {
                 ox = 0;
-                for (int i = 0; i < MR; ++i) arow[i] += row_skip;
+                arow += row_skip;
             }
         }
     }
@@ -206,14 +212,18 @@ template <class T>
 void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T* g) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
-    const size_t nv = simd::enabled ? n - n % W : 0;
+    const size_t nv = simd::enabled ? n - n % W : 0, nv2 = nv - nv % (2 * W);
     auto tile = [&]<int MR, int PR>(size_t k0, size_t oc0) {
         T out[MR][PR] = {};
         if (simd::enabled && n == W) {
-            detail::conv_weight_grad_tile<V, MR, PR, W>(s, in, dz, n, k0, oc0, 0, n, out);
+            detail::conv_weight_grad_tile<V, MR, PR, 1, W>(s, in, dz, n, k0, oc0, 0, n, out);
+        } else if (simd::enabled && n == 2 * W) {
+            detail::conv_weight_grad_tile<V, MR, PR, 2, 2 * W>(s, in, dz, n, k0, oc0, 0, n, out);
         } else {
-            if (nv > 0) detail::conv_weight_grad_tile<V, MR, PR, 0>(s, in, dz, n, k0, oc0, 0, nv, out);
-            if (nv < n) detail::conv_weight_grad_tile<T, MR, PR, 0>(s, in, dz, n, k0, oc0, nv, n, out);
+            // pairs of vectors, then a last vector, then the samples past the last full vector
+            if (nv2 > 0) detail::conv_weight_grad_tile<V, MR, PR, 2, 0>(s, in, dz, n, k0, oc0, 0, nv2, out);
+            if (nv2 < nv) detail::conv_weight_grad_tile<V, MR, PR, 1, 0>(s, in, dz, n, k0, oc0, nv2, nv, out);
+            if (nv < n) detail::conv_weight_grad_tile<T, MR, PR, 1, 0>(s, in, dz, n, k0, oc0, nv, n, out);
         }
         for (int i = 0; i < MR; ++i)
             for (int j = 0; j < PR; ++j) g[(k0 + i) * s.OC + oc0 + j] += out[i][j];
