@@ -344,10 +344,11 @@ TEMPLATE_TEST_CASE("outer_product matches its scalar twin, adding and writing", 
 }
 
 TEST_CASE("gather_transpose: the blocked float path equals its scalar twin on odd sizes, with and without an index", "[kernel]") {
-    // F and n around the 16 x 16 blocks of the AVX-512 path (every size runs the scalar loop elsewhere):
-    // whole blocks, feature tails, sample tails, fewer than 16 of either, and LeNet5's 784 pixels.
-    for (const std::size_t F : {1u, 5u, 15u, 16u, 17u, 35u, 48u, 784u})
-        for (const std::size_t n : {1u, 7u, 15u, 16u, 17u, 33u, 48u}) {
+    // F and n around the 16 x 16 blocks of the AVX-512 path and the 8 x 8 blocks of the AVX2 one (every
+    // size runs the scalar loop elsewhere): whole blocks, feature tails, sample tails, fewer than a block
+    // of either, and LeNet5's 784 pixels.
+    for (const std::size_t F : {1u, 5u, 8u, 9u, 15u, 16u, 17u, 35u, 48u, 784u})
+        for (const std::size_t n : {1u, 7u, 8u, 9u, 15u, 16u, 17u, 33u, 48u}) {
             const std::size_t rows = n + 5;
             const auto x = test::random_vector<float>(F * rows, F + n);
             std::vector<std::uint32_t> idx(n);
