@@ -19,7 +19,8 @@ start=$(date +%s)
 # (test_dropout.cpp with g++ 12: 36.4 -> 26.3 s).
 # -O0 for g++ (ASan + UBSan): the build was most of CI's time, and g++ 12 compiles these templates with
 # -fsanitize=address,undefined 2.7 times faster at -O0 than at -O1 (test_chain.cpp: 26 s against 70 s;
-# -O1 with -g1 made this stage ~42 minutes of a 65-minute CI run on the Zen 3 machine kind, -O0 ~22).
+# -O1 with -g1 made this stage ~42 minutes of a 65-minute CI run on the Zen 3 machine kind; at -O0 it
+# took 965 s, build and tests, in a 2233-second CI run).
 # The tests run slower at -O0, so the examples' smoke tests do less work in a sanitizer build
 # (cmake/example_test_sizes.cmake). -O0 also keeps every load and store that the code writes, which
 # ASan then checks (at -O1 some are folded away). clang's TSan stage below stays at -O1: it builds

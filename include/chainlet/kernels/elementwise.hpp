@@ -240,6 +240,9 @@ inline void transpose_16x16(const float* const* rows, float* out, size_t ld) {
     }
 }
 
+// The float block transpose of this instruction set (gather_transpose_blocked below).
+inline constexpr size_t transpose_block = 16;
+inline void transpose_block_of(const float* const* rows, float* out, size_t ld) { transpose_16x16(rows, out, ld); }
 }  // namespace detail
 #elif !defined(CHAINLET_SCALAR) && defined(__AVX__)
 namespace detail {
@@ -266,20 +269,14 @@ inline void transpose_8x8(const float* const* rows, float* out, size_t ld) {
         _mm256_storeu_ps(out + (k + 4) * ld, _mm256_permute2f128_ps(a[k], a[4 + k], 0x31));
     }
 }
+// The float block transpose of this instruction set (gather_transpose_blocked below).
+inline constexpr size_t transpose_block = 8;
+inline void transpose_block_of(const float* const* rows, float* out, size_t ld) { transpose_8x8(rows, out, ld); }
 }  // namespace detail
 #endif
 
 #if !defined(CHAINLET_SCALAR) && defined(__AVX__)
 namespace detail {
-// The float block transpose of this instruction set: 16 x 16 with AVX-512, 8 x 8 with AVX.
-#if defined(__AVX512F__)
-inline constexpr size_t transpose_block = 16;
-inline void transpose_block_of(const float* const* rows, float* out, size_t ld) { transpose_16x16(rows, out, ld); }
-#else
-inline constexpr size_t transpose_block = 8;
-inline void transpose_block_of(const float* const* rows, float* out, size_t ld) { transpose_8x8(rows, out, ld); }
-#endif
-
 // gather_transpose of floats in blocks of B samples x B features through the block transpose; the
 // plain loop does the features and samples left over. Kept out of line: the caller's inlining (and
 // GCC's view of its buffers) stays as it was without it.
