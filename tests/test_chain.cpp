@@ -3,8 +3,11 @@
 // and the size errors of the public entry points.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "chainlet/chainlet.hpp"
@@ -109,6 +112,48 @@ TEMPLATE_TEST_CASE("Chain: value_and_gradient of one chunk writes g whatever it 
         vjp(ws, p, x, dy, dx, g_added);
         REQUIRE(test::max_rel_diff(g_nan, g_added) < (sizeof(T) == 4 ? 1e-5 : 1e-13));
     }
+}
+
+// A chunk of one sample reads its input row and its targets where they are (no gather), also when it is
+// the last chunk of a larger batch and the rows come through an index (as in fit).
+TEMPLATE_TEST_CASE("Chain: a one-sample chunk at the end of a batch reads the right rows, with and without an index",
+                   "[chain]", float, double) {
+    using T = TestType;
+    using Img = Chain<Input<12, 12, 2>, Conv<3, 3, 4, Tanh>, Flatten, Dense<3>>;
+    using WS = Workspace<Img, T>;
+    const std::size_t n = WS::chunk + 1;  // chunks of `chunk` samples and one of a single sample
+    REQUIRE(WS::chunk_size(n) == WS::chunk);
+    std::vector<T> p(Img::num_params);
+    init_params<Img>(p, 6);
+    const std::size_t rows = 2 * n + 5;  // the data set; the batch takes every other row, backwards
+    const auto data_x = test::random_vector<T>(rows * Img::in_size, 21), data_y = test::random_vector<T>(rows * 3, 22);
+    std::vector<std::uint32_t> index(n);
+    std::vector<T> x(n * Img::in_size), y(n * 3);
+    for (std::size_t s = 0; s < n; ++s) {
+        index[s] = static_cast<std::uint32_t>(rows - 1 - 2 * s);
+        std::copy_n(data_x.begin() + index[s] * Img::in_size, Img::in_size, x.begin() + s * Img::in_size);
+        std::copy_n(data_y.begin() + index[s] * 3, 3, y.begin() + s * 3);
+    }
+    std::vector<T> g_index(p.size()), g_rows(p.size());
+    WS ws;
+    const T l_index = ws.value_and_gradient(p.data(), g_index.data(), InputRows<T>{data_x.data()}, data_y.data(),
+                                            index.data(), n, SquaredError{});
+    const T l_rows = value_and_gradient<Img>(ws, p, g_rows, x, y, SquaredError{});
+    REQUIRE(l_index == l_rows);
+    REQUIRE(g_index == g_rows);
+    // and the gradient is the mean of the one-sample gradients
+    std::vector<T> g_mean(p.size(), T(0)), g_one(p.size());
+    for (std::size_t s = 0; s < n; ++s) {
+        value_and_gradient<Img>(ws, p, g_one, std::span<const T>(x).subspan(s * Img::in_size, Img::in_size),
+                                std::span<const T>(y).subspan(s * 3, 3), SquaredError{});
+        for (std::size_t j = 0; j < p.size(); ++j) g_mean[j] += g_one[j] / static_cast<T>(n);
+    }
+    REQUIRE(test::max_rel_diff(g_rows, g_mean) < (sizeof(T) == 4 ? 1e-4 : 1e-12));
+    // predict: the last sample's outputs are its own, written in place
+    std::vector<T> out(n * 3), one(3);
+    predict<Img>(ws, p, x, out);
+    predict<Img>(ws, p, std::span<const T>(x).subspan((n - 1) * Img::in_size, Img::in_size), one);
+    for (std::size_t o = 0; o < 3; ++o) REQUIRE(out[(n - 1) * 3 + o] == one[o]);
 }
 
 TEST_CASE("Chain: predict writes the caller's buffer and agrees with the forward pass of one sample", "[chain]") {

@@ -77,9 +77,15 @@ void check_hsum_add() {
         INFO("N=" << N << " i=" << i);
         REQUIRE(out[i] == Approx(expect[i]).epsilon(1e-6));
     }
+    // hsum_store writes the same sums in place of what was there
+    simd::hsum_store<T, N>(v, out);
+    for (std::size_t i = 0; i < N; ++i) {
+        INFO("hsum_store N=" << N << " i=" << i);
+        REQUIRE(out[i] == Approx(expect[i] - T(0.5) * static_cast<T>(i)).epsilon(1e-6));
+    }
 }
 
-TEMPLATE_TEST_CASE("hsum_add puts each vector's sum in its own place", "[kernel]", float, double) {
+TEMPLATE_TEST_CASE("hsum_add and hsum_store put each vector's sum in its own place", "[kernel]", float, double) {
     check_hsum_add<TestType, 1>();
     check_hsum_add<TestType, 4>();
     check_hsum_add<TestType, 8>();
@@ -99,6 +105,23 @@ TEMPLATE_TEST_CASE("gemm_nt matches its scalar twin", "[kernel]", float, double)
                 gemm_nt(M, P, K, a.data(), K, b.data(), K, c1.data(), P);
                 gemm_nt_reference(M, P, K, a.data(), K, b.data(), K, c2.data(), P);
                 INFO("M=" << M << " P=" << P << " K=" << K);
+                REQUIRE(test::max_rel_diff(c1, c2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
+            }
+}
+
+// gemv_rows takes the widest vector that K fills (full, half, quarter) and groups of rows: K over every
+// width and tail, P over whole groups and leftover rows, rows with a stride longer than K.
+TEMPLATE_TEST_CASE("gemv_rows matches its scalar twin", "[kernel]", float, double) {
+    using T = TestType;
+    for (std::size_t P : sizes)
+        for (std::size_t K : narrow_tail_sizes)
+            for (std::size_t ldb : {K, K + 3}) {
+                const auto b = test::random_vector<T>(P * ldb, P * 5 + K);
+                const auto a = test::random_vector<T>(K, K + 11);
+                auto c1 = test::random_vector<T>(P, 13), c2 = test::random_vector<T>(P, 14);
+                gemv_rows(P, K, b.data(), ldb, a.data(), c1.data());
+                gemv_rows_reference(P, K, b.data(), ldb, a.data(), c2.data());
+                INFO("P=" << P << " K=" << K << " ldb=" << ldb);
                 REQUIRE(test::max_rel_diff(c1, c2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
             }
 }

@@ -137,7 +137,8 @@ public:
     }
     static std::size_t chunks_per_group(std::size_t n) { return (num_chunks(n) + max_groups - 1) / max_groups; }
     static std::size_t num_groups(std::size_t n) {
-        return (num_chunks(n) + chunks_per_group(n) - 1) / std::max<std::size_t>(chunks_per_group(n), 1);
+        if (n <= chunk) return 1;  // no division for the one-sample call
+        return (num_chunks(n) + chunks_per_group(n) - 1) / chunks_per_group(n);
     }
 
     // Mean loss over the n samples and its gradient, written to g (overwritten, not accumulated).
@@ -165,16 +166,28 @@ public:
             Scratch& s = scratch_[static_cast<std::size_t>(tid)];
             const std::size_t s0 = c * size, m = std::min(size, n - s0);
             const std::uint32_t* idx = index ? index + s0 : nullptr;
-            x.gather(Net::in_size, s0, idx, m, s.x);
-            target_t* t = s.template targets<target_t>(tps * chunk);
-            kernels::gather_transpose(y + (index ? 0 : s0 * tps), tps, idx, m, t);
+            // One sample is its own feature-major chunk: its input (unless converted) and its targets
+            // are read where they are.
+            const T* xc = s.x;
+            const target_t* t;
+            if (m == 1) {
+                const std::size_t row = idx ? *idx : s0;
+                if constexpr (std::is_same_v<S, T>) xc = x.data + row * Net::in_size;
+                else x.gather(Net::in_size, s0, idx, m, s.x);
+                t = y + row * tps;
+            } else {
+                x.gather(Net::in_size, s0, idx, m, s.x);
+                target_t* tc = s.template targets<target_t>(tps * chunk);
+                kernels::gather_transpose(y + (index ? 0 : s0 * tps), tps, idx, m, tc);
+                t = tc;
+            }
             Pass chunk_pass = pass;
             chunk_pass.first_sample = pass.first_sample + s0;
-            Net::forward(p, s.x, s.y, s.saved, m, chunk_pass);
+            Net::forward(p, xc, s.y, s.saved, m, chunk_pass);
             const T l = loss.template value_and_gradient<T>(s.y, t, s.dy, Net::out_size, m, scale);
             T* const no_dx = nullptr;
-            if (write_g) Net::pullback_assign(p, gc, s.x, s.y, s.saved, s.scratch, s.dy, no_dx, m);
-            else Net::pullback(p, gc, s.x, s.y, s.saved, s.scratch, s.dy, no_dx, m);
+            if (write_g) Net::pullback_assign(p, gc, xc, s.y, s.saved, s.scratch, s.dy, no_dx, m);
+            else Net::pullback(p, gc, xc, s.y, s.saved, s.scratch, s.dy, no_dx, m);
             return l;
         };
         // One chunk writes g: zeroing it first and adding took a fifth of the tiny MLP's one-sample call.
@@ -213,10 +226,16 @@ public:
         parallel_for(num_chunks(n), threads, [&](std::size_t c, int tid) {
             Scratch& s = scratch_[static_cast<std::size_t>(tid)];
             const std::size_t s0 = c * size, m = std::min(size, n - s0);
+            if (m == 1) {  // one sample: read in place (unless converted), written in place
+                const T* xc = s.x;
+                if constexpr (std::is_same_v<S, T>) xc = x.data + s0 * Net::in_size;
+                else x.gather(Net::in_size, s0, nullptr, m, s.x);
+                Net::forward(p, xc, out + s0 * Net::out_size, s.saved, m, Pass{.first_sample = s0});
+                return;
+            }
             x.gather(Net::in_size, s0, nullptr, m, s.x);
             Net::forward(p, s.x, s.y, s.saved, m, Pass{.first_sample = s0});
-            if (m == 1) std::copy_n(s.y, Net::out_size, out + s0 * Net::out_size);
-            else kernels::scatter_transpose(s.y, Net::out_size, m, out + s0 * Net::out_size);
+            kernels::scatter_transpose(s.y, Net::out_size, m, out + s0 * Net::out_size);
         });
     }
 

@@ -6,6 +6,7 @@
 //             so it serves W X, W^T X and outer products alike.
 //   gemm_nt:  C[m, p] += sum_k A[m, k] B[p, k]                  (dot products along contiguous k)
 //   gemm_nt_nn_few: both at once for the two gradients of a layer with at most 4 outputs
+//   gemv_t, gemv_rows: a matrix times one vector, along B's columns (x^T B) and along its rows (B a)
 //
 // Register tiles: MR rows x NR vectors of accumulators (4 x 4 = 16 of the 32 AVX-512 registers; 4 x 2
 // of the 16 AVX2 registers, see tile_vectors),
@@ -451,27 +452,46 @@ void gemm_nt_reference(size_t M, size_t P, size_t K, const T* a, size_t lda, con
         }
 }
 
-// gemv_t's outputs [n, N) in vectors V of L lanes, as far as whole vectors reach; returns where it
-// stopped. Four partial sums per output vector break the FMA dependency chain along k (latency 4,
-// which a single chain would pay K times).
+// gemv_t's NV output vectors V at n. Four partial sums per output vector break the FMA dependency chain
+// along k (latency 4, which a single chain would pay K times); two output vectors at once give the FMA
+// pipes eight independent chains (with one, the tiny MLP's 32-input layer waited on latency: its
+// one-sample forward + pullback took 4 % longer). Each vector's sums are the same either way.
+template <class V, size_t NV, class Epilogue, class T>
+[[gnu::always_inline]] inline void gemv_t_block(size_t n, size_t K, const T* x, const T* b, size_t ldb, const T* bias,
+                                                T* y, T* z) {
+    constexpr size_t L = simd::lanes<V>;
+    V s[NV][4];
+#pragma GCC unroll 4
+    for (size_t v = 0; v < NV; ++v) {
+        s[v][0] = simd::loadv<V>(bias + n + v * L);
+        s[v][1] = s[v][2] = s[v][3] = V(T(0));
+    }
+    size_t k = 0;
+    for (const size_t k_end = K - K % (4); k < k_end; k += 4)
+#pragma GCC unroll 4
+        for (size_t v = 0; v < NV; ++v)
+#pragma GCC unroll 4
+            for (size_t j = 0; j < 4; ++j)
+                s[v][j] = simd::fma(V(x[k + j]), simd::loadv<V>(b + (k + j) * ldb + n + v * L), s[v][j]);
+    for (; k < K; ++k)
+#pragma GCC unroll 4
+        for (size_t v = 0; v < NV; ++v) s[v][0] = simd::fma(V(x[k]), simd::loadv<V>(b + k * ldb + n + v * L), s[v][0]);
+#pragma GCC unroll 4
+    for (size_t v = 0; v < NV; ++v) {
+        const V sum = (s[v][0] + s[v][1]) + (s[v][2] + s[v][3]);
+        if (z) simd::storev(z + n + v * L, sum);
+        simd::storev(y + n + v * L, Epilogue::value(sum));
+    }
+}
+
+// gemv_t's outputs [n, N) in vectors V of L lanes, as far as whole vectors reach; returns where it stopped.
 template <class V, class Epilogue, class T>
 inline size_t gemv_t_vectors(size_t n, size_t N, size_t K, const T* x, const T* b, size_t ldb, const T* bias, T* y,
                              T* z) {
     constexpr size_t L = simd::lanes<V>;
-    for (const size_t n_end = N - (N - n) % L; n < n_end; n += L) {  // n <= N on entry
-        V s0 = simd::loadv<V>(bias + n), s1(T(0)), s2(T(0)), s3(T(0));
-        size_t k = 0;
-        for (const size_t k_end = K - K % (4); k < k_end; k += 4) {
-            s0 = simd::fma(V(x[k]), simd::loadv<V>(b + k * ldb + n), s0);
-            s1 = simd::fma(V(x[k + 1]), simd::loadv<V>(b + (k + 1) * ldb + n), s1);
-            s2 = simd::fma(V(x[k + 2]), simd::loadv<V>(b + (k + 2) * ldb + n), s2);
-            s3 = simd::fma(V(x[k + 3]), simd::loadv<V>(b + (k + 3) * ldb + n), s3);
-        }
-        for (; k < K; ++k) s0 = simd::fma(V(x[k]), simd::loadv<V>(b + k * ldb + n), s0);
-        const V s = (s0 + s1) + (s2 + s3);
-        if (z) simd::storev(z + n, s);
-        simd::storev(y + n, Epilogue::value(s));
-    }
+    const size_t n_end = N - (N - n) % L;  // n <= N on entry
+    for (; n + 2 * L <= n_end; n += 2 * L) gemv_t_block<V, 2, Epilogue>(n, K, x, b, ldb, bias, y, z);
+    for (; n < n_end; n += L) gemv_t_block<V, 1, Epilogue>(n, K, x, b, ldb, bias, y, z);
     return n;
 }
 
@@ -507,6 +527,68 @@ void gemv_t(size_t N, size_t K, const T* x, const T* b, size_t ldb, const T* bia
 template <class Epilogue, size_t N, size_t K, class T>
 [[gnu::noinline, gnu::flatten]] void gemv_t_fixed(const T* x, const T* b, const T* bias, T* y, T* z) {
     gemv_t<Epilogue>(N, K, x, b, N, bias, y, z);
+}
+
+// c[p] = sum_k B[p, k] a[k] for P rows of B (row stride ldb), written, not added: a matrix-vector
+// product along B's contiguous rows, the input gradient of one sample (Dense: dx = W dz, W stored
+// input-major). Rows go G at a time, each with its own accumulator, and the G sums are reduced together
+// (one transposing tree, simd::hsum_add or haddp), in the widest vector that K fills. gemm_nt with one
+// row did this before: on AVX2 its tiles of 4 rows each paid a horizontal sum (the grouped reduction
+// takes 8), and a K below the vector width (the tiny MLP's 4 outputs) ran in scalar; the tiny MLP's
+// one-sample forward + pullback spent 31 % of its time there (docs/profile.md).
+template <class V, class T>
+inline size_t gemv_rows_vectors(size_t P, size_t K, const T* b, size_t ldb, const T* a, T* c) {
+    constexpr size_t L = lanes<V>;
+    constexpr bool full = std::is_same_v<V, simd::vec<T>>;
+    // hsum_add reduces AVX-512 float in groups of 8 (see there); every other vector in groups of its lanes
+    constexpr size_t G = full && std::is_same_v<T, float> && L == 16 ? 8 : L;
+    const size_t k_vec = K - K % L, p_end = P - P % G;
+    for (size_t p = 0; p < p_end; p += G) {
+        V acc[G];
+#pragma GCC unroll 16
+        for (size_t r = 0; r < G; ++r) acc[r] = loadv<V>(b + (p + r) * ldb) * loadv<V>(a);
+        for (size_t k = L; k < k_vec; k += L) {
+            const V ak = loadv<V>(a + k);
+#pragma GCC unroll 16
+            for (size_t r = 0; r < G; ++r) acc[r] = simd::fma(loadv<V>(b + (p + r) * ldb + k), ak, acc[r]);
+        }
+        if constexpr (full) simd::hsum_store<T, G>(acc, c + p);
+        else storev(c + p, simd::haddp(acc));
+        for (size_t k = k_vec; k < K; ++k)
+            for (size_t r = 0; r < G; ++r) c[p + r] = simd::fma(b[(p + r) * ldb + k], a[k], c[p + r]);
+    }
+    return p_end;
+}
+
+template <class T>
+[[gnu::always_inline]] inline void gemv_rows(size_t P, size_t K, const T* b, size_t ldb, const T* a, T* c) {
+    constexpr size_t W = simd::width<T>;
+    size_t p = 0;
+    if constexpr (simd::enabled) {
+        using H = simd::sized_vec<T, W / 2>;
+        using Q = simd::sized_vec<T, W / 4>;
+        if (K >= W) p = gemv_rows_vectors<simd::vec<T>>(P, K, b, ldb, a, c);
+        else if constexpr (W >= 4 && !std::is_void_v<H>) {
+            if (K >= W / 2) p = gemv_rows_vectors<H>(P, K, b, ldb, a, c);
+            else if constexpr (W >= 8 && !std::is_void_v<Q>) {
+                if (K >= W / 4) p = gemv_rows_vectors<Q>(P, K, b, ldb, a, c);
+            }
+        }
+    }
+    for (; p < P; ++p) {  // the rows after the last whole group
+        T s = 0;
+        for (size_t k = 0; k < K; ++k) s = simd::fma(b[p * ldb + k], a[k], s);
+        c[p] = s;
+    }
+}
+
+template <class T>
+void gemv_rows_reference(size_t P, size_t K, const T* b, size_t ldb, const T* a, T* c) {
+    for (size_t p = 0; p < P; ++p) {
+        T s = 0;
+        for (size_t k = 0; k < K; ++k) s += b[p * ldb + k] * a[k];
+        c[p] = s;
+    }
 }
 
 template <class Epilogue, class T>

@@ -95,21 +95,37 @@ inline T hsum(vec<T> v) {
 #endif
 }
 
-// out[i] += the sum of the lanes of v[i] for i < count. Each group of `width` vectors is reduced at once
-// by xsimd's transposing tree of shuffles and adds (about one instruction per vector, against the
-// log2(width) dependent steps of reducing each vector alone); the vectors left over go one by one.
-// The order of every sum is fixed, so the result does not depend on where or when it runs.
+// The sums of L vectors of L lanes each, lane i holding the sum of rows[i] (xsimd's haddp; use it on
+// SSE and AVX widths only, see hsums for AVX-512 float). A scalar is its own sum.
+template <class V>
+inline V haddp(const V* rows) {
+#ifdef CHAINLET_SCALAR
+    return rows[0];
+#else
+    if constexpr (is_vector<V>) return xsimd::haddp(rows);
+    else return rows[0];
+#endif
+}
+
+// out[i] += (add) or = the sum of the lanes of v[i] for i < count. Each group of `width` vectors is
+// reduced at once by xsimd's transposing tree of shuffles and adds (about one instruction per vector,
+// against the log2(width) dependent steps of reducing each vector alone); the vectors left over go one
+// by one. The order of every sum is fixed, so the result does not depend on where or when it runs.
 // (xsimd 8.1's haddp of 16 AVX-512 float vectors returns its sums in the wrong lanes, 0 1 4 5 2 3 ...:
 // there each vector is first folded to 8 lanes, its two halves added, and AVX's haddp, which is right,
 // reduces 8 of those at a time. test_kernels checks every lane.)
-template <class T, std::size_t count>
-inline void hsum_add(const vec<T>* v, T* out) {
+template <bool add, class T, std::size_t count>
+inline void hsums(const vec<T>* v, T* out) {
 #ifdef CHAINLET_SCALAR
     constexpr std::size_t grouped = 0;  // no vectors: every sum by the loop at the end
 #else
     // vectors reduced together
     constexpr std::size_t group = std::is_same_v<T, float> && width<T> == 16 ? 8 : width<T>;
     constexpr std::size_t grouped = count - count % group;
+    auto put = [out](std::size_t i, auto sums) {
+        if constexpr (add) sums = sums + decltype(sums)::load_unaligned(out + i);
+        sums.store_unaligned(out + i);
+    };
     for (std::size_t i = 0; i < grouped; i += group) {
 #ifdef __AVX512F__
         if constexpr (std::is_same_v<T, float> && width<T> == 16) {
@@ -120,15 +136,22 @@ inline void hsum_add(const vec<T>* v, T* out) {
                 half[j] = H(_mm512_castps512_ps256(x)) +
                           H(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
             }
-            (xsimd::haddp(half) + H::load_unaligned(out + i)).store_unaligned(out + i);
+            put(i, xsimd::haddp(half));
             continue;
         }
 #endif
-        (xsimd::haddp(v + i) + vec<T>::load_unaligned(out + i)).store_unaligned(out + i);
+        put(i, xsimd::haddp(v + i));
     }
 #endif
-    for (std::size_t k = grouped; k < count; ++k) out[k] += hsum<T>(v[k]);
+    for (std::size_t k = grouped; k < count; ++k) {
+        if constexpr (add) out[k] += hsum<T>(v[k]);
+        else out[k] = hsum<T>(v[k]);
+    }
 }
+template <class T, std::size_t count>
+inline void hsum_add(const vec<T>* v, T* out) { hsums<true, T, count>(v, out); }
+template <class T, std::size_t count>
+inline void hsum_store(const vec<T>* v, T* out) { hsums<false, T, count>(v, out); }
 
 // Returns v, held in a register: without this GCC 12 re-reads a loaded vector from memory for every
 // FMA that uses it (folding the load into the FMA), which doubles the loads of a register tile.

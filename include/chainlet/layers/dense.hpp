@@ -146,13 +146,11 @@ struct Dense {
             activation_pullback<Act>(dy, s, Out);
             outer_product<accumulate>(in_size, Out, x, dy, g, Out);
             if constexpr (Bias) {
-                if constexpr (accumulate) add_to(g + num_weights, dy, Out);
-                else std::copy_n(dy, Out, g + num_weights);
+                // db (+)= 1 dz^T, the same vector loop (std::copy_n called memmove for these few bytes)
+                const T one(1);
+                outer_product<accumulate>(1, Out, &one, dy, g + num_weights, Out);
             }
-            if (dx) {
-                std::fill_n(dx, in_size, T(0));
-                gemm_nt(1, in_size, Out, dy, Out, w, Out, dx, in_size);
-            }
+            if (dx) gemv_rows(in_size, Out, w, Out, dy, dx);
         }
 
         static std::string describe() {
