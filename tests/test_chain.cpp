@@ -149,7 +149,7 @@ TEMPLATE_TEST_CASE("Chain: a one-sample chunk at the end of a batch reads the ri
         for (std::size_t j = 0; j < p.size(); ++j) g_mean[j] += g_one[j] / static_cast<T>(n);
     }
     REQUIRE(test::max_rel_diff(g_rows, g_mean) < (sizeof(T) == 4 ? 1e-4 : 1e-12));
-    // predict: the last sample's outputs are its own, written in place
+    // predict: the last, one-sample chunk's outputs are its own (its input read in place)
     std::vector<T> out(n * 3), one(3);
     predict<Img>(ws, p, x, out);
     predict<Img>(ws, p, std::span<const T>(x).subspan((n - 1) * Img::in_size, Img::in_size), one);
@@ -170,6 +170,19 @@ TEST_CASE("Chain: predict writes the caller's buffer and agrees with the forward
     const auto kept = out;
     predict<Tiny>(p, test::random_vector<float>(n * 4, 11), out_again);
     REQUIRE(out == kept);  // an earlier result is never overwritten by a later call
+}
+
+// predict reads a chunk's inputs before it writes the chunk's outputs, also for one sample: a one-layer
+// chain (nothing between reading x and writing out) predicts in place, as into another buffer.
+TEST_CASE("Chain: predict of one sample into the buffer holding its input", "[chain]") {
+    using One = Chain<Input<4>, Dense<4, Tanh>>;
+    std::vector<float> p(One::num_params);
+    init_params<One>(p, 2);
+    const auto x = test::random_vector<float>(4, 15);
+    std::vector<float> out(4), in_place = x;
+    predict<One>(p, x, out);
+    predict<One>(p, in_place, in_place);
+    REQUIRE(in_place == out);
 }
 
 TEST_CASE("Chain: wrong sizes are reported with what was expected and what was given", "[chain][errors]") {

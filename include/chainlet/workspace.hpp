@@ -226,11 +226,15 @@ public:
         parallel_for(num_chunks(n), threads, [&](std::size_t c, int tid) {
             Scratch& s = scratch_[static_cast<std::size_t>(tid)];
             const std::size_t s0 = c * size, m = std::min(size, n - s0);
-            if (m == 1) {  // one sample: read in place (unless converted), written in place
+            if (m == 1) {
+                // One sample: its input read in place (unless converted). Its output goes through s.y and
+                // is copied, as for larger chunks: written straight into out, an out overlapping this
+                // sample's input (predict(p, x, x) of a one-layer chain) would be read after being written.
                 const T* xc = s.x;
                 if constexpr (std::is_same_v<S, T>) xc = x.data + s0 * Net::in_size;
                 else x.gather(Net::in_size, s0, nullptr, m, s.x);
-                Net::forward(p, xc, out + s0 * Net::out_size, s.saved, m, Pass{.first_sample = s0});
+                Net::forward(p, xc, s.y, s.saved, m, Pass{.first_sample = s0});
+                std::copy_n(s.y, Net::out_size, out + s0 * Net::out_size);
                 return;
             }
             x.gather(Net::in_size, s0, nullptr, m, s.x);

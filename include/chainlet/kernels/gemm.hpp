@@ -532,15 +532,16 @@ template <class Epilogue, size_t N, size_t K, class T>
 // c[p] = sum_k B[p, k] a[k] for P rows of B (row stride ldb), written, not added: a matrix-vector
 // product along B's contiguous rows, the input gradient of one sample (Dense: dx = W dz, W stored
 // input-major). Rows go G at a time, each with its own accumulator, and the G sums are reduced together
-// (one transposing tree, simd::hsum_add or haddp), in the widest vector that K fills. gemm_nt with one
+// (one transposing tree: simd::hsum_store, or haddp for a half or quarter vector), in the widest vector
+// that K fills. gemm_nt with one
 // row did this before: on AVX2 its tiles of 4 rows each paid a horizontal sum (the grouped reduction
 // takes 8), and a K below the vector width (the tiny MLP's 4 outputs) ran in scalar; the tiny MLP's
 // one-sample forward + pullback spent 31 % of its time there (docs/profile.md).
 template <class V, class T>
-inline size_t gemv_rows_vectors(size_t P, size_t K, const T* b, size_t ldb, const T* a, T* c) {
+[[gnu::always_inline]] inline size_t gemv_rows_vectors(size_t P, size_t K, const T* b, size_t ldb, const T* a, T* c) {
     constexpr size_t L = lanes<V>;
     constexpr bool full = std::is_same_v<V, simd::vec<T>>;
-    // hsum_add reduces AVX-512 float in groups of 8 (see there); every other vector in groups of its lanes
+    // hsums reduces AVX-512 float in groups of 8 (see there); every other vector in groups of its lanes
     constexpr size_t G = full && std::is_same_v<T, float> && L == 16 ? 8 : L;
     const size_t k_vec = K - K % L, p_end = P - P % G;
     for (size_t p = 0; p < p_end; p += G) {
