@@ -45,6 +45,14 @@ struct InputRows {
         else
             kernels::gather_transpose(src, F, index, n, dst, [this](S v) { return static_cast<T>(v) * scale + offset; });
     }
+    // The chunk's inputs, feature-major: one sample of T is its own feature-major chunk and is read where
+    // it is; otherwise gathered (and converted) into dst.
+    const T* chunk(std::size_t F, std::size_t first, const std::uint32_t* index, std::size_t n, T* dst) const {
+        if constexpr (std::is_same_v<S, T>)
+            if (n == 1) return data + static_cast<std::size_t>(index ? *index : first) * F;
+        gather(F, first, index, n, dst);
+        return dst;
+    }
 };
 
 namespace detail {
@@ -166,17 +174,10 @@ public:
             Scratch& s = scratch_[static_cast<std::size_t>(tid)];
             const std::size_t s0 = c * size, m = std::min(size, n - s0);
             const std::uint32_t* idx = index ? index + s0 : nullptr;
-            // One sample is its own feature-major chunk: its input (unless converted) and its targets
-            // are read where they are.
-            const T* xc = s.x;
-            const target_t* t;
-            if (m == 1) {
-                const std::size_t row = idx ? *idx : s0;
-                if constexpr (std::is_same_v<S, T>) xc = x.data + row * Net::in_size;
-                else x.gather(Net::in_size, s0, idx, m, s.x);
-                t = y + row * tps;
-            } else {
-                x.gather(Net::in_size, s0, idx, m, s.x);
+            const T* xc = x.chunk(Net::in_size, s0, idx, m, s.x);
+            // The targets likewise: one sample's are read where they are.
+            const target_t* t = y + (idx ? *idx : s0) * tps;
+            if (m > 1) {
                 target_t* tc = s.template targets<target_t>(tps * chunk);
                 kernels::gather_transpose(y + (index ? 0 : s0 * tps), tps, idx, m, tc);
                 t = tc;
@@ -226,20 +227,12 @@ public:
         parallel_for(num_chunks(n), threads, [&](std::size_t c, int tid) {
             Scratch& s = scratch_[static_cast<std::size_t>(tid)];
             const std::size_t s0 = c * size, m = std::min(size, n - s0);
-            if (m == 1) {
-                // One sample: its input read in place (unless converted). Its output goes through s.y and
-                // is copied, as for larger chunks: written straight into out, an out overlapping this
-                // sample's input (predict(p, x, x) of a one-layer chain) would be read after being written.
-                const T* xc = s.x;
-                if constexpr (std::is_same_v<S, T>) xc = x.data + s0 * Net::in_size;
-                else x.gather(Net::in_size, s0, nullptr, m, s.x);
-                Net::forward(p, xc, s.y, s.saved, m, Pass{.first_sample = s0});
-                std::copy_n(s.y, Net::out_size, out + s0 * Net::out_size);
-                return;
-            }
-            x.gather(Net::in_size, s0, nullptr, m, s.x);
-            Net::forward(p, s.x, s.y, s.saved, m, Pass{.first_sample = s0});
-            kernels::scatter_transpose(s.y, Net::out_size, m, out + s0 * Net::out_size);
+            // The output goes through s.y, also for one sample: written straight into out, an out
+            // overlapping this sample's input (predict(p, x, x) of a one-layer chain) would be read
+            // after being written.
+            Net::forward(p, x.chunk(Net::in_size, s0, nullptr, m, s.x), s.y, s.saved, m, Pass{.first_sample = s0});
+            if (m == 1) std::copy_n(s.y, Net::out_size, out + s0 * Net::out_size);
+            else kernels::scatter_transpose(s.y, Net::out_size, m, out + s0 * Net::out_size);
         });
     }
 
