@@ -110,20 +110,22 @@ TEMPLATE_TEST_CASE("conv_weight_grad's register tiles match the twin", "[conv][k
 
 TEMPLATE_TEST_CASE("conv kernels match their scalar twins on odd sizes", "[conv][kernel]", float, double) {
     using T = TestType;
-    constexpr std::size_t IW = 9, IC = 3, KH = 3, KW = 2, OC = 7, IH = 6;
+    // 7 output channels: row blocks of 4, 2 and 1; 12: blocks of 6 where there are 16 vector registers.
+    constexpr std::size_t IW = 9, IC = 3, KH = 3, KW = 2, IH = 6;
     constexpr auto patch = kernels::patch_offsets<KH, KW, IC, IW>();
-    const kernels::ConvShape s{IW, IC, IH - KH + 1, IW - KW + 1, OC, KH, KW, patch.data(), 0, IH, 0, IW};
+    for (std::size_t OC : {7, 12})
     for (std::size_t n : {1, 3, 16, 17, 33}) {
+        const kernels::ConvShape s{IW, IC, IH - KH + 1, IW - KW + 1, OC, KH, KW, patch.data(), 0, IH, 0, IW};
         const auto w = test::random_vector<T>(s.K() * OC, 1), b = test::random_vector<T>(OC, 2);
         const auto in = test::random_vector<T>(IH * IW * IC * n, 3);
         const auto dz = test::random_vector<T>(s.OH * s.OW * OC * n, 4);
         std::vector<T> y1(s.OH * s.OW * OC * n), y2(y1.size()), z1(y1.size()), z2(y1.size());
-        kernels::conv_valid<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{OC}, in.data(), n, y1.data(),
+        kernels::conv_valid<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, in.data(), n, y1.data(),
                                                            b.data(), z1.data());
-        kernels::conv_valid_reference<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{OC}, in.data(), n,
+        kernels::conv_valid_reference<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, in.data(), n,
                                                                      y2.data(), b.data(), z2.data());
         const double tol = sizeof(T) == 4 ? 2e-5 : 1e-12;
-        INFO("n=" << n);
+        INFO(OC << " channels, n=" << n);
         REQUIRE(test::max_rel_diff(y1, y2) < tol);
         REQUIRE(test::max_rel_diff(z1, z2) < tol);
         auto g1 = test::random_vector<T>(s.K() * OC, 5), g2 = g1;
@@ -148,13 +150,14 @@ TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window s
     // taps (left edge: a joining staircase), different last taps (right edge: a leaving staircase), or
     // both (a tile reaching both edges, inner width 2 in the first geometry: split in two); inner widths
     // 5 to 7 give last taps 4,3,2,1 / 4,4,3,2 / 4,4,4,3 (stages of no taps), the same geometry repeated
-    // first taps (1,0,0,0). 7 output channels: row blocks of 4, 2 and 1; n = 17: a scalar tail.
+    // first taps (1,0,0,0). 7 output channels: row blocks of 4, 2 and 1; 6 and 12: blocks of 6 where
+    // there are 16 vector registers (AVX2); n = 17: a scalar tail.
     using T = TestType;
-    constexpr std::size_t IC = 3, KH = 3, KW = 4, OC = 7;
+    constexpr std::size_t IC = 3, KH = 3, KW = 4;
     const double tol = sizeof(T) == 4 ? 2e-5 : 1e-12;
     // Sizes at run time: one instantiation of conv_valid's tiles per call below instead of one per
     // geometry (with the 9 geometries as template arguments, this file took 293 s in the sanitizer build).
-    auto check = [&](std::size_t inner_w, std::size_t left, std::size_t right, std::size_t top) {
+    auto check = [&](std::size_t inner_w, std::size_t left, std::size_t right, std::size_t top, std::size_t OC = 7) {
         const std::size_t IW = inner_w + left + right, IH = 4 + 2 * top;
         std::vector<std::uint32_t> patch(KH * KW * IC);
         kernels::patch_offsets(KH, KW, IC, IW, patch.data());
@@ -167,27 +170,27 @@ TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window s
                     if (y < s.row0 || y >= s.row1 || x < s.col0 || x >= s.col1)
                         std::fill_n(in.begin() + static_cast<std::ptrdiff_t>((y * IW + x) * IC * n), IC * n, T(0));
             const auto w = test::random_vector<T>(s.K() * OC, 1);
-            INFO("inner width " << inner_w << ", padding " << left << "/" << right << ", n=" << n);
+            INFO("inner width " << inner_w << ", padding " << left << "/" << right << ", " << OC << " channels, n=" << n);
             std::vector<T> y1(s.OH * s.OW * OC * n), y2(y1.size()), y_union(y1.size());
-            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, kernels::Stride{OC}, in.data(), n,
+            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, in.data(), n,
                                                                  y1.data(), nullptr, nullptr);
-            kernels::conv_valid_reference<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, kernels::Stride{OC}, in.data(),
+            kernels::conv_valid_reference<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, in.data(),
                                                                            n, y2.data(), static_cast<const T*>(nullptr),
                                                                            static_cast<T*>(nullptr));
             REQUIRE(test::max_rel_diff(y1, y2) < tol);
             // Every tile over the union of its pixels' taps (edges = false) adds only products with
             // zeros beyond the staircases: the same bits.
-            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero, false>(s, w.data(), 1, kernels::Stride{OC}, in.data(),
+            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero, false>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, in.data(),
                                                                         n, y_union.data(), nullptr, nullptr);
             REQUIRE(y1 == y_union);
             // With a bias and an activation (the forward pass of a "same" convolution).
             const auto b = test::random_vector<T>(OC, 2);
             std::vector<T> a1(y1.size()), a2(y1.size()), a3(y1.size()), z1(y1.size()), z2(y1.size()), z3(y1.size());
-            kernels::conv_valid<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{OC}, in.data(), n, a1.data(),
+            kernels::conv_valid<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, in.data(), n, a1.data(),
                                                                b.data(), z1.data());
-            kernels::conv_valid_reference<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{OC}, in.data(), n,
+            kernels::conv_valid_reference<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, in.data(), n,
                                                                          a2.data(), b.data(), z2.data());
-            kernels::conv_valid<Tanh, kernels::Init::row_bias, false>(s, w.data(), 1, kernels::Stride{OC}, in.data(), n,
+            kernels::conv_valid<Tanh, kernels::Init::row_bias, false>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, in.data(), n,
                                                                       a3.data(), b.data(), z3.data());
             REQUIRE(test::max_rel_diff(a1, a2) < tol);
             REQUIRE(test::max_rel_diff(z1, z2) < tol);
@@ -201,11 +204,14 @@ TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window s
                 std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(((y + s.row0) * IW + s.col0) * row), inner_w * row,
                             inner.begin() + static_cast<std::ptrdiff_t>(y * inner_w * row));
             kernels::pad_copy_sides(inner.data(), H, inner_w, IC, n, s.row0, s.col0, IW - s.col1, sides.data());
-            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, kernels::Stride{OC}, sides.data(), n,
+            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, sides.data(), n,
                                                                  y3.data(), nullptr, nullptr);
             REQUIRE(y3 == y1);
         }
     };
     for (std::size_t inner_w : {2, 5, 6, 7, 9, 12}) check(inner_w, KW - 1, KW - 1, KH - 1);  // input gradient
     for (std::size_t inner_w : {5, 8, 11}) check(inner_w, 1, 2, 1);  // a "same" convolution's forward pass
+    check(7, KW - 1, KW - 1, KH - 1, 6);
+    check(2, KW - 1, KW - 1, KH - 1, 12);
+    check(8, 1, 2, 1, 6);
 }

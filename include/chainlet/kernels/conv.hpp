@@ -80,7 +80,15 @@ template <class Epilogue, Init init, bool edges = true, class T, class AOff>
             const ptrdiff_t out0 = static_cast<ptrdiff_t>((oy * s.OW + ox) * s.OC) * nn;
             const size_t kx0 = first(ox + NR - 1), kx1 = end(ox);
             const size_t length = kx1 > kx0 ? (kx1 - kx0) * s.IC : 0;
-            const KRange k{(ky0 * s.KW + kx0) * s.IC, ky1 > ky0 && length ? ky1 - ky0 : 0, length, s.KW * s.IC};
+            KRange k{(ky0 * s.KW + kx0) * s.IC, ky1 > ky0 && length ? ky1 - ky0 : 0, length, s.KW * s.IC};
+            // A tile that reaches every column runs its kernel rows as one segment (the table, not the
+            // segments, steps from row to row): one loop of K, not KH loops of KW * IC (LeNet5's first
+            // convolution, forward, chunk of 16, AVX2: with the 6-row tiles below, 39.7-41.3 -> 33.1-33.7 us).
+            if constexpr (columns == Columns::all)
+                if (k.length == k.stride && k.segments > 1) {
+                    k.length *= k.segments;
+                    k.segments = 1;
+                }
             // offsets in a segment where stage st ends (0 <= stage_end[0] <= ... <= stage_end[NR - 1] = length):
             // joining, where pixel NR - 2 - st joins; leaving, where pixel NR - 1 - st leaves
             size_t stage_end[NR];
@@ -95,7 +103,7 @@ template <class Epilogue, Init init, bool edges = true, class T, class AOff>
             const Tile<T, AOff, Table> t{k,    a,           a_rs, a_off, in + in0, Table{s.patch, nn},
                                          static_cast<ptrdiff_t>(s.IC) * nn,      out + out0,
                                          nn,   static_cast<ptrdiff_t>(s.OC) * nn, bias, z ? z + out0 : z};
-            for_row_blocks(s.OC, [&]<int MR>(size_t m) __attribute__((always_inline)) {
+            auto channel_tiles = [&]<int MR>(size_t m) __attribute__((always_inline)) {
                 size_t v = 0;
                 if constexpr (simd::enabled)
                     for (const size_t v_end = n - n % W; v < v_end; v += W)
@@ -103,7 +111,15 @@ template <class Epilogue, Init init, bool edges = true, class T, class AOff>
                 // the samples past the last full vector over the union of the taps (a staircase of
                 // scalar tiles would add compile time for a few samples)
                 for (; v < n; ++v) nn_tile<Epilogue, init, T, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(v)));
-            });
+            };
+            // Output channels in blocks of 4 (then 2, 1); with 16 vector registers, blocks of 6 when they
+            // divide the channels: 6 x 2 accumulators, 2 input vectors and a broadcast fill 15 registers,
+            // and a 4 x 2 tile loads 6 operands per 8 FMAs where a 6 x 2 loads 8 per 12. (With 32
+            // registers, 6 x 4 pixel tiles measured 15 % slower on LeNet5's first convolution, Zen 4.)
+            if (simd::vector_registers < 32 && s.OC % 6 == 0)
+                for_row_blocks<6>(s.OC, channel_tiles);
+            else
+                for_row_blocks(s.OC, channel_tiles);
         };
         // A tile whose pixels reach different taps (at the edge of the zero padding, as in the input
         // gradient of a valid convolution) runs each pixel over its own taps when only their first taps
