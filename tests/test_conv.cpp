@@ -113,32 +113,34 @@ TEMPLATE_TEST_CASE("conv kernels match their scalar twins on odd sizes", "[conv]
     // 7 output channels: row blocks of 4, 2 and 1; 12: blocks of 6 where there are 16 vector registers.
     constexpr std::size_t IW = 9, IC = 3, KH = 3, KW = 2, IH = 6;
     constexpr auto patch = kernels::patch_offsets<KH, KW, IC, IW>();
-    for (std::size_t OC : {7, 12})
-    for (std::size_t n : {1, 3, 16, 17, 33}) {
-        const kernels::ConvShape s{IW, IC, IH - KH + 1, IW - KW + 1, OC, KH, KW, patch.data(), 0, IH, 0, IW};
-        const auto w = test::random_vector<T>(s.K() * OC, 1), b = test::random_vector<T>(OC, 2);
-        const auto in = test::random_vector<T>(IH * IW * IC * n, 3);
-        const auto dz = test::random_vector<T>(s.OH * s.OW * OC * n, 4);
-        std::vector<T> y1(s.OH * s.OW * OC * n), y2(y1.size()), z1(y1.size()), z2(y1.size());
-        kernels::conv_valid<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, in.data(), n, y1.data(),
-                                                           b.data(), z1.data());
-        kernels::conv_valid_reference<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, in.data(), n,
-                                                                     y2.data(), b.data(), z2.data());
-        const double tol = sizeof(T) == 4 ? 2e-5 : 1e-12;
-        INFO(OC << " channels, n=" << n);
-        REQUIRE(test::max_rel_diff(y1, y2) < tol);
-        REQUIRE(test::max_rel_diff(z1, z2) < tol);
-        auto g1 = test::random_vector<T>(s.K() * OC, 5), g2 = g1;
-        kernels::conv_weight_grad(s, in.data(), dz.data(), n, g1.data());
-        kernels::conv_weight_grad_reference(s, in.data(), dz.data(), n, g2.data());
-        REQUIRE(test::max_rel_diff(g1, g2) < 10 * tol);
-        std::vector<T> db1(OC, T(1)), db2(OC, T(1)), dz1 = dz;
-        kernels::activation_pullback_channel_sums<Identity>(s.OH * s.OW, OC, dz1.data(), dz.data(), n, db1.data());
-        REQUIRE(dz1 == dz);
-        for (std::size_t p = 0; p < s.OH * s.OW; ++p)
-            for (std::size_t c = 0; c < OC; ++c)
-                for (std::size_t j = 0; j < n; ++j) db2[c] += dz[(p * OC + c) * n + j];
-        REQUIRE(test::max_rel_diff(db1, db2) < 10 * tol);
+    for (std::size_t OC : {7, 12}) {
+        const kernels::Stride w_stride{static_cast<std::ptrdiff_t>(OC)};
+        for (std::size_t n : {1, 3, 16, 17, 33}) {
+            const kernels::ConvShape s{IW, IC, IH - KH + 1, IW - KW + 1, OC, KH, KW, patch.data(), 0, IH, 0, IW};
+            const auto w = test::random_vector<T>(s.K() * OC, 1), b = test::random_vector<T>(OC, 2);
+            const auto in = test::random_vector<T>(IH * IW * IC * n, 3);
+            const auto dz = test::random_vector<T>(s.OH * s.OW * OC * n, 4);
+            std::vector<T> y1(s.OH * s.OW * OC * n), y2(y1.size()), z1(y1.size()), z2(y1.size());
+            kernels::conv_valid<Tanh, kernels::Init::row_bias>(s, w.data(), 1, w_stride, in.data(), n, y1.data(),
+                                                               b.data(), z1.data());
+            kernels::conv_valid_reference<Tanh, kernels::Init::row_bias>(s, w.data(), 1, w_stride, in.data(), n,
+                                                                         y2.data(), b.data(), z2.data());
+            const double tol = sizeof(T) == 4 ? 2e-5 : 1e-12;
+            INFO(OC << " channels, n=" << n);
+            REQUIRE(test::max_rel_diff(y1, y2) < tol);
+            REQUIRE(test::max_rel_diff(z1, z2) < tol);
+            auto g1 = test::random_vector<T>(s.K() * OC, 5), g2 = g1;
+            kernels::conv_weight_grad(s, in.data(), dz.data(), n, g1.data());
+            kernels::conv_weight_grad_reference(s, in.data(), dz.data(), n, g2.data());
+            REQUIRE(test::max_rel_diff(g1, g2) < 10 * tol);
+            std::vector<T> db1(OC, T(1)), db2(OC, T(1)), dz1 = dz;
+            kernels::activation_pullback_channel_sums<Identity>(s.OH * s.OW, OC, dz1.data(), dz.data(), n, db1.data());
+            REQUIRE(dz1 == dz);
+            for (std::size_t p = 0; p < s.OH * s.OW; ++p)
+                for (std::size_t c = 0; c < OC; ++c)
+                    for (std::size_t j = 0; j < n; ++j) db2[c] += dz[(p * OC + c) * n + j];
+            REQUIRE(test::max_rel_diff(db1, db2) < 10 * tol);
+        }
     }
 }
 
@@ -163,6 +165,7 @@ TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window s
         kernels::patch_offsets(KH, KW, IC, IW, patch.data());
         const kernels::ConvShape s{IW, IC, IH - KH + 1, IW - KW + 1, OC, KH, KW, patch.data(),
                                    top, IH - top, left, IW - right};
+        const kernels::Stride w_stride{static_cast<std::ptrdiff_t>(OC)};
         for (std::size_t n : {1, 16, 17}) {
             auto in = test::random_vector<T>(IH * IW * IC * n, 3);
             for (std::size_t y = 0; y < IH; ++y)
@@ -172,25 +175,25 @@ TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window s
             const auto w = test::random_vector<T>(s.K() * OC, 1);
             INFO("inner width " << inner_w << ", padding " << left << "/" << right << ", " << OC << " channels, n=" << n);
             std::vector<T> y1(s.OH * s.OW * OC * n), y2(y1.size()), y_union(y1.size());
-            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, in.data(), n,
+            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, w_stride, in.data(), n,
                                                                  y1.data(), nullptr, nullptr);
-            kernels::conv_valid_reference<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, in.data(),
+            kernels::conv_valid_reference<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, w_stride, in.data(),
                                                                            n, y2.data(), static_cast<const T*>(nullptr),
                                                                            static_cast<T*>(nullptr));
             REQUIRE(test::max_rel_diff(y1, y2) < tol);
             // Every tile over the union of its pixels' taps (edges = false) adds only products with
             // zeros beyond the staircases: the same bits.
-            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero, false>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, in.data(),
+            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero, false>(s, w.data(), 1, w_stride, in.data(),
                                                                         n, y_union.data(), nullptr, nullptr);
             REQUIRE(y1 == y_union);
             // With a bias and an activation (the forward pass of a "same" convolution).
             const auto b = test::random_vector<T>(OC, 2);
             std::vector<T> a1(y1.size()), a2(y1.size()), a3(y1.size()), z1(y1.size()), z2(y1.size()), z3(y1.size());
-            kernels::conv_valid<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, in.data(), n, a1.data(),
+            kernels::conv_valid<Tanh, kernels::Init::row_bias>(s, w.data(), 1, w_stride, in.data(), n, a1.data(),
                                                                b.data(), z1.data());
-            kernels::conv_valid_reference<Tanh, kernels::Init::row_bias>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, in.data(), n,
+            kernels::conv_valid_reference<Tanh, kernels::Init::row_bias>(s, w.data(), 1, w_stride, in.data(), n,
                                                                          a2.data(), b.data(), z2.data());
-            kernels::conv_valid<Tanh, kernels::Init::row_bias, false>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, in.data(), n,
+            kernels::conv_valid<Tanh, kernels::Init::row_bias, false>(s, w.data(), 1, w_stride, in.data(), n,
                                                                       a3.data(), b.data(), z3.data());
             REQUIRE(test::max_rel_diff(a1, a2) < tol);
             REQUIRE(test::max_rel_diff(z1, z2) < tol);
@@ -204,7 +207,7 @@ TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window s
                 std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(((y + s.row0) * IW + s.col0) * row), inner_w * row,
                             inner.begin() + static_cast<std::ptrdiff_t>(y * inner_w * row));
             kernels::pad_copy_sides(inner.data(), H, inner_w, IC, n, s.row0, s.col0, IW - s.col1, sides.data());
-            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, kernels::Stride{static_cast<std::ptrdiff_t>(OC)}, sides.data(), n,
+            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, w_stride, sides.data(), n,
                                                                  y3.data(), nullptr, nullptr);
             REQUIRE(y3 == y1);
         }
