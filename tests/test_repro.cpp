@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -123,6 +124,64 @@ TEST_CASE("repro: value_and_gradient and predict give the same bits on 1, 2 and 
             REQUIRE(g == g1);
             REQUIRE(out == out1);
         }
+    }
+}
+
+// parallel_for_ordered (parallel.hpp) is what keeps a sum of per-thread partials in one order: its
+// in_order calls must come one at a time, in item order, each on the thread that ran the item's work,
+// however long each item's work takes.
+TEST_CASE("parallel_for_ordered: in_order calls in item order, on the item's thread, for 1, 2 and 3 threads", "[repro][parallel]") {
+    for (int threads : {1, 2, 3}) {
+        INFO("threads=" << threads);
+        constexpr std::size_t n = 40;
+        std::vector<int> worker(n, -1);
+        std::vector<std::size_t> order;
+        bool same_thread = true;
+        parallel_for_ordered(
+            n, threads,
+            [&](std::size_t i, int tid) {
+                // uneven work, so later items often finish first
+                volatile double sink = 0;
+                for (std::size_t k = 0; k < ((i * 7919) % 13) * 20000; ++k) sink = sink + 1.0;
+                worker[i] = tid;
+            },
+            [&](std::size_t i, int tid) {
+                order.push_back(i);
+                same_thread = same_thread && worker[i] == tid;
+            });
+        std::vector<std::size_t> expected(n);
+        for (std::size_t i = 0; i < n; ++i) expected[i] = i;
+        REQUIRE(order == expected);
+        REQUIRE(same_thread);
+    }
+}
+
+// An exception stops the in_order calls from its item on; the items before it still get theirs, as on
+// one thread.
+TEST_CASE("parallel_for_ordered: an exception stops the in_order calls and is rethrown", "[repro][parallel]") {
+    for (int threads : {1, 2}) {
+        INFO("threads=" << threads);
+        std::vector<std::size_t> order;
+        REQUIRE_THROWS_WITH(parallel_for_ordered(
+                                20, threads,
+                                [](std::size_t i, int) {
+                                    if (i == 7) throw std::runtime_error("work 7");
+                                    // items 0-6 slow, so item 7 may throw before they reach in_order
+                                    volatile double sink = 0;
+                                    for (std::size_t k = 0; k < (i < 7 ? 200000u : 0u); ++k) sink = sink + 1.0;
+                                },
+                                [&](std::size_t i, int) { order.push_back(i); }),
+                            "work 7");
+        REQUIRE(order == std::vector<std::size_t>{0, 1, 2, 3, 4, 5, 6});
+        order.clear();
+        REQUIRE_THROWS_WITH(parallel_for_ordered(
+                                20, threads, [](std::size_t, int) {},
+                                [&](std::size_t i, int) {
+                                    if (i == 3) throw std::runtime_error("in order 3");
+                                    order.push_back(i);
+                                }),
+                            "in order 3");
+        REQUIRE(order == std::vector<std::size_t>{0, 1, 2});
     }
 }
 

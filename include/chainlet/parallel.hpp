@@ -48,4 +48,51 @@ void parallel_for(std::size_t n, int threads, F&& f) {
     for (std::size_t i = 0; i < n; ++i) f(i, 0);
 }
 
+// Calls work(i, thread) for i in [0, n) on up to `threads` threads and, after each, in_order(i, thread)
+// on the same thread, the in_order calls one at a time in increasing i (OpenMP's ordered construct; the
+// items are handed out in increasing order, so a thread waits only for items already running). What
+// in_order does therefore happens in one order whatever the thread count: this is how a sum of
+// per-item partial results keeps its bits while holding one partial per thread, not one per item.
+// An exception from work(i) or in_order(i) stops the in_order calls from item i on (those before it
+// have run, as on one thread) and is rethrown here (the first one, if several threads throw).
+template <class Work, class InOrder>
+void parallel_for_ordered(std::size_t n, int threads, Work&& work, InOrder&& in_order) {
+#ifdef _OPENMP
+    if (threads > 1 && n > 1) {
+        std::exception_ptr error;
+        bool stopped = false;  // read and written inside the ordered regions only
+#pragma omp parallel for ordered num_threads(threads) schedule(dynamic, 1)
+        for (std::size_t i = 0; i < n; ++i) {
+            const int tid = omp_get_thread_num();
+            bool done = true;
+            try {
+                work(i, tid);
+            } catch (...) {
+                done = false;
+#pragma omp critical(chainlet_parallel_for_error)
+                if (!error) error = std::current_exception();
+            }
+#pragma omp ordered
+            {
+                stopped = stopped || !done;
+                if (!stopped) try {
+                        in_order(i, tid);
+                    } catch (...) {
+                        stopped = true;
+#pragma omp critical(chainlet_parallel_for_error)
+                        if (!error) error = std::current_exception();
+                    }
+            }
+        }
+        if (error) std::rethrow_exception(error);
+        return;
+    }
+#endif
+    (void)threads;
+    for (std::size_t i = 0; i < n; ++i) {
+        work(i, 0);
+        in_order(i, 0);
+    }
+}
+
 }  // namespace chainlet

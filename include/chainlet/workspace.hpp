@@ -3,10 +3,10 @@
 // A batch is cut into chunks of at most `chunk` samples (a constant of the chain and the element type,
 // sized so a chunk's activations stay in the L2 cache), as equal as multiples of 16 allow (chunk_size),
 // and the chunks into at most 32 groups of consecutive chunks. Groups run on OpenMP threads, each on
-// its thread's scratch; a group adds its chunks' gradients in order into its own partial gradient, and
-// the partials are added in group order. The chunking,
-// the grouping and the order of every sum depend on the batch size alone, never on the thread count,
-// so the same inputs give the same bits with any number of threads.
+// its thread's scratch; a group adds its chunks' gradients in order into its thread's partial gradient,
+// which is then added into g in group order (parallel_for_ordered). The chunking, the grouping and the
+// order of every sum depend on the batch size alone, never on the thread count, so the same inputs give
+// the same bits with any number of threads.
 //
 // A workspace is not shared between concurrent callers; each thread that calls the library brings its
 // own (the convenience functions in train.hpp keep one per thread).
@@ -111,8 +111,8 @@ public:
         return fit >= 64 ? std::min<std::size_t>(fit / 64 * 64, 1024) : std::max<std::size_t>(fit / 16 * 16, 16);
     }();
     // A batch's chunks are split into at most this many groups of consecutive chunks; each group is
-    // one unit of parallel work with one partial gradient (fewer partials: less memory traffic to zero
-    // and add them; enough of them to keep 32 threads busy).
+    // one unit of parallel work whose gradient is added into g once (fewer groups: fewer passes over
+    // the gradient; enough of them to keep 32 threads busy).
     static constexpr std::size_t max_groups = 32;
 
     Workspace() = default;
@@ -125,8 +125,9 @@ public:
         const std::size_t per_chunk = std::min(std::max<std::size_t>(batch, 1), chunk);
         if (scratch_.size() < static_cast<std::size_t>(threads)) scratch_.resize(static_cast<std::size_t>(threads));
         for (auto& s : scratch_) s.reserve(per_chunk);
-        const std::size_t groups = num_groups(batch);
-        if (groups > 1 && partial_.size() < groups * Net::num_params) partial_.resize(groups * Net::num_params);
+        // One partial gradient per thread (added into g group by group, in order), not one per group.
+        const std::size_t groups = num_groups(batch), partials = std::min(groups, static_cast<std::size_t>(threads));
+        if (groups > 1 && partial_.size() < partials * Net::num_params) partial_.resize(partials * Net::num_params);
     }
 
     // Samples per chunk in a batch of n: the fewest chunks of at most `chunk` samples, made equal up to a
@@ -194,27 +195,23 @@ public:
         // One chunk writes g: zeroing it first and adding took a fifth of the tiny MLP's one-sample call.
         if (chunks == 1) return run_chunk(0, 0, g, true) * scale;
         std::fill_n(g, Net::num_params, T(0));
-        // Group i holds chunks [i * per, (i + 1) * per) and sums them in order into its partial; the
-        // partials are then added into g in group order. Both orders depend on n only.
+        // Group i holds chunks [i * per, (i + 1) * per) and sums them in order into its thread's partial;
+        // g = (0 + partial of group 0) + partial of group 1 + ..., in group order. Both orders depend on n only.
         const std::size_t per = chunks_per_group(n), groups = num_groups(n);
         T losses[max_groups];
-        parallel_for(groups, threads, [&](std::size_t i, int tid) {
-            T* gi = partial_.data() + i * Net::num_params;
-            std::fill_n(gi, Net::num_params, T(0));
-            T l = 0;
-            for (std::size_t c = i * per; c < std::min(chunks, (i + 1) * per); ++c)
-                l += run_chunk(c, tid, gi, false);
-            losses[i] = l;
-        });
+        auto partial = [&](int tid) { return partial_.data() + static_cast<std::size_t>(tid) * Net::num_params; };
+        parallel_for_ordered(
+            groups, std::min(threads, static_cast<int>(groups)),
+            [&](std::size_t i, int tid) {
+                std::fill_n(partial(tid), Net::num_params, T(0));
+                T l = 0;
+                for (std::size_t c = i * per; c < std::min(chunks, (i + 1) * per); ++c)
+                    l += run_chunk(c, tid, partial(tid), false);
+                losses[i] = l;
+            },
+            [&](std::size_t, int tid) { kernels::add_to(g, partial(tid), Net::num_params); });
         T total = 0;
         for (std::size_t i = 0; i < groups; ++i) total += losses[i];
-        // g = partial_0 + partial_1 + ..., split across threads by parameter blocks.
-        constexpr std::size_t block = 4096;
-        const std::size_t blocks = (Net::num_params + block - 1) / block;
-        parallel_for(blocks, threads, [&](std::size_t b, int) {
-            const std::size_t j0 = b * block, len = std::min(block, Net::num_params - j0);
-            for (std::size_t i = 0; i < groups; ++i) kernels::add_to(g + j0, partial_.data() + i * Net::num_params + j0, len);
-        });
         return total * scale;
     }
 

@@ -412,8 +412,9 @@ public:
         threads = resolve_threads(threads);
         if (scratch_.size() < static_cast<std::size_t>(threads)) scratch_.resize(static_cast<std::size_t>(threads));
         for (auto& s : scratch_) s.reserve();
-        const std::size_t groups = num_groups(batch);
-        if (partial_.size() < 2 * groups * Net::num_params) partial_.resize(2 * groups * Net::num_params);
+        // Two partials (gradient, product) per thread, added into g and hv group by group in order.
+        const std::size_t groups = num_groups(batch), partials = std::min(groups, static_cast<std::size_t>(threads));
+        if (partial_.size() < 2 * partials * Net::num_params) partial_.resize(2 * partials * Net::num_params);
         if (losses_.size() < groups) losses_.resize(groups);
     }
 
@@ -426,28 +427,31 @@ public:
         constexpr std::size_t P = Net::num_params;
         const T scale = T(1) / static_cast<T>(n);
         const std::size_t chunks = num_chunks(n), per = chunks_per_group(n), groups = num_groups(n);
-        parallel_for(groups, threads, [&](std::size_t gi, int tid) {
-            Scratch& s = scratch_[static_cast<std::size_t>(tid)];
-            T* pg = partial_.data() + 2 * gi * P;
-            T* ph = pg + P;
-            std::fill_n(pg, 2 * P, T(0));
-            T l = 0;
-            for (std::size_t c = gi * per; c < std::min(chunks, (gi + 1) * per); ++c) {
-                const std::size_t s0 = c * chunk, m = std::min(chunk, n - s0);
-                kernels::gather_transpose(x + s0 * Net::in_size, Net::in_size, nullptr, m, s.x);
-                kernels::gather_transpose(t + s0 * Net::out_size, Net::out_size, nullptr, m, s.target);
-                l += chunk_hvp(p, v, pg, ph, s, m, scale);
-            }
-            losses_[gi] = l;
-        });
-        T total = 0;
         if (g) std::fill_n(g, P, T(0));
         if (hv) std::fill_n(hv, P, T(0));
-        for (std::size_t i = 0; i < groups; ++i) {
-            total += losses_[i];
-            if (g) kernels::add_to(g, partial_.data() + 2 * i * P, P);
-            if (hv) kernels::add_to(hv, partial_.data() + (2 * i + 1) * P, P);
-        }
+        auto partial = [&](int tid) { return partial_.data() + 2 * static_cast<std::size_t>(tid) * P; };
+        parallel_for_ordered(
+            groups, std::min(threads, static_cast<int>(groups)),
+            [&](std::size_t gi, int tid) {
+                Scratch& s = scratch_[static_cast<std::size_t>(tid)];
+                T* pg = partial(tid);
+                T* ph = pg + P;
+                std::fill_n(pg, 2 * P, T(0));
+                T l = 0;
+                for (std::size_t c = gi * per; c < std::min(chunks, (gi + 1) * per); ++c) {
+                    const std::size_t s0 = c * chunk, m = std::min(chunk, n - s0);
+                    kernels::gather_transpose(x + s0 * Net::in_size, Net::in_size, nullptr, m, s.x);
+                    kernels::gather_transpose(t + s0 * Net::out_size, Net::out_size, nullptr, m, s.target);
+                    l += chunk_hvp(p, v, pg, ph, s, m, scale);
+                }
+                losses_[gi] = l;
+            },
+            [&](std::size_t, int tid) {
+                if (g) kernels::add_to(g, partial(tid), P);
+                if (hv) kernels::add_to(hv, partial(tid) + P, P);
+            });
+        T total = 0;
+        for (std::size_t i = 0; i < groups; ++i) total += losses_[i];
         return total * scale;
     }
 

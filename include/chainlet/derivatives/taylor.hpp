@@ -660,8 +660,9 @@ public:
         threads = resolve_threads(threads);
         if (scratch_.size() < static_cast<std::size_t>(threads)) scratch_.resize(static_cast<std::size_t>(threads));
         for (auto& s : scratch_) s.reserve(Net::in_size, C_, chunk_);
-        const std::size_t groups = num_groups(batch);
-        if (partial_.size() < groups * Net::num_params) partial_.resize(groups * Net::num_params);
+        // One partial gradient per thread, added into g group by group in order.
+        const std::size_t groups = num_groups(batch), partials = std::min(groups, static_cast<std::size_t>(threads));
+        if (partial_.size() < partials * Net::num_params) partial_.resize(partials * Net::num_params);
         if (losses_.size() < groups) losses_.resize(groups);
     }
 
@@ -723,28 +724,29 @@ public:
         reserve(n, threads);
         const T scale = weight / static_cast<T>(n);
         const std::size_t chunks = num_chunks(n), per = chunks_per_group(n), groups = num_groups(n);
-        parallel_for(groups, threads, [&](std::size_t gi, int tid) {
-            Scratch& s = scratch_[static_cast<std::size_t>(tid)];
-            T* part = partial_.data() + gi * Net::num_params;
-            std::fill_n(part, Net::num_params, T(0));
-            T l = 0;
-            for (std::size_t c = gi * per; c < std::min(chunks, (gi + 1) * per); ++c) {
-                const std::size_t s0 = c * chunk_, m = std::min(chunk_, n - s0);
-                load_inputs(s, x, nullptr, s0, m);
-                forward(p, s, m);
-                std::fill_n(s.ybar, Net::out_size * C_ * m, T(0));
-                PointDerivatives<T> d{m, s0, Net::in_size, Net::out_size, spec_.tangents, spec_.second.size(), s.x, s.out};
-                PointCotangents<T> cot{m, Net::out_size, spec_.tangents, spec_.second.size(), s.ybar};
-                l += static_cast<T>(residual(d, cot, scale));
-                pullback(p, part, s, m);
-            }
-            losses_[gi] = l;
-        });
+        auto partial = [&](int tid) { return partial_.data() + static_cast<std::size_t>(tid) * Net::num_params; };
+        parallel_for_ordered(
+            groups, std::min(threads, static_cast<int>(groups)),
+            [&](std::size_t gi, int tid) {
+                Scratch& s = scratch_[static_cast<std::size_t>(tid)];
+                T* part = partial(tid);
+                std::fill_n(part, Net::num_params, T(0));
+                T l = 0;
+                for (std::size_t c = gi * per; c < std::min(chunks, (gi + 1) * per); ++c) {
+                    const std::size_t s0 = c * chunk_, m = std::min(chunk_, n - s0);
+                    load_inputs(s, x, nullptr, s0, m);
+                    forward(p, s, m);
+                    std::fill_n(s.ybar, Net::out_size * C_ * m, T(0));
+                    PointDerivatives<T> d{m, s0, Net::in_size, Net::out_size, spec_.tangents, spec_.second.size(), s.x, s.out};
+                    PointCotangents<T> cot{m, Net::out_size, spec_.tangents, spec_.second.size(), s.ybar};
+                    l += static_cast<T>(residual(d, cot, scale));
+                    pullback(p, part, s, m);
+                }
+                losses_[gi] = l;
+            },
+            [&](std::size_t, int tid) { kernels::add_to(g, partial(tid), Net::num_params); });
         T total = 0;
-        for (std::size_t i = 0; i < groups; ++i) {
-            total += losses_[i];
-            kernels::add_to(g, partial_.data() + i * Net::num_params, Net::num_params);
-        }
+        for (std::size_t i = 0; i < groups; ++i) total += losses_[i];
         return total * scale;
     }
 
