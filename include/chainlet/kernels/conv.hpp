@@ -210,7 +210,20 @@ void conv_weight_grad_tile(const ConvShape& s, const T* in, const T* dz, size_t 
         }
     }
     if constexpr (simd::is_vector<VV>) {
-        simd::hsum_add<T, MR * PR>(&acc[0][0], &out[0][0]);
+        constexpr size_t count = MR * PR, group = simd::hsum_group<T>;
+        if constexpr (count > group && count % group != 0) {
+            // Padded with zero vectors to whole groups, so that every sum takes the grouped reduction: a
+            // 2 x 6 tile then gives the bits of the 4 x 2 tiles it replaced (12 vectors alone would be
+            // reduced as 8 grouped and 4 on their own).
+            constexpr size_t padded = (count + group - 1) / group * group;
+            VV v[padded];
+            T sums[padded] = {};
+            for (size_t i = 0; i < padded; ++i) v[i] = i < count ? (&acc[0][0])[i] : VV(T(0));
+            simd::hsum_add<T, padded>(v, sums);
+            for (size_t i = 0; i < count; ++i) (&out[0][0])[i] += sums[i];
+        } else {
+            simd::hsum_add<T, count>(&acc[0][0], &out[0][0]);
+        }
     } else {
         for (int i = 0; i < MR; ++i)
             for (int j = 0; j < PR; ++j) out[i][j] += acc[i][j];
@@ -223,7 +236,8 @@ void conv_weight_grad_tile(const ConvShape& s, const T* in, const T* dz, size_t 
 // An MR x PR tile of (k, oc) keeps its accumulators in registers through all pixels and samples and
 // sums them horizontally once; the samples past the last full vector go through the same loop as scalars.
 // With 32 vector registers (AVX-512) and float, the tiles are 3 x 8 when OC is a multiple of 8 and 4 x 6
-// for a multiple of 6 (LeNet5's convolutions: 16 and 6 channels); else 4 x tile_vectors and smaller.
+// for a multiple of 6 (LeNet5's convolutions: 16 and 6 channels); with 16 (AVX2) and float, 2 x 6 for a
+// multiple of 6; else 4 x tile_vectors and smaller.
 template <class T>
 void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T* g) {
     using V = simd::vec<T>;
@@ -254,10 +268,18 @@ void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T*
     // 96 with the wide ones; the old per-row loop took 88, so this shape is slower in double since
     // 4f46364, while others got faster, docs/profile.md).
     constexpr bool wide_tiles = simd::vector_registers >= 32 && std::is_same_v<T, float>;
+    // With 16 registers a 4 x 2 tile's 8 accumulators, each taking two FMAs per pixel (two vectors of
+    // samples), only just cover the FMA latency on two pipes, and it loads 6 operands per 8 FMAs; a 2 x 6
+    // tile has 12 accumulators, 2 input vectors and a dz vector (15 registers) and loads 8 per 12 (LeNet5's
+    // first convolution, a chunk of 16, Zen 3: 65-71 -> 53 us for its pullback, the same bits; 3 x 4
+    // tiles for the second convolution's 16 channels: 151 -> 153-154 us, not taken; docs/profile.md).
+    constexpr bool six_channel_tiles = simd::vector_registers < 32 && std::is_same_v<T, float>;
     if (wide_tiles && s.OC % 8 == 0) {
         wide.template operator()<3, 8>();
     } else if (wide_tiles && s.OC % 6 == 0) {
         wide.template operator()<4, 6>();
+    } else if (six_channel_tiles && s.OC % 6 == 0) {
+        wide.template operator()<2, 6>();
     } else {
         // 4 x 4, or 4 x 2 with 16 vector registers (MR * PR + MR + 1 must fit)
         for_row_blocks(s.K(), [&]<int MR>(size_t k0) {

@@ -114,13 +114,17 @@ inline V haddp(const V* rows) {
 // (xsimd 8.1's haddp of 16 AVX-512 float vectors returns its sums in the wrong lanes, 0 1 4 5 2 3 ...:
 // there each vector is first folded to 8 lanes, its two halves added, and AVX's haddp, which is right,
 // reduces 8 of those at a time. test_kernels checks every lane.)
+// How many vectors hsums reduces together (the vectors of a group each go through the same tree of
+// additions, whichever vectors share the group; a vector left over after the groups takes another).
+template <class T>
+inline constexpr std::size_t hsum_group = std::is_same_v<T, float> && width<T> == 16 ? 8 : width<T>;
+
 template <bool add, class T, std::size_t count>
 inline void hsums(const vec<T>* v, T* out) {
 #ifdef CHAINLET_SCALAR
     constexpr std::size_t grouped = 0;  // no vectors: every sum by the loop at the end
 #else
-    // vectors reduced together
-    constexpr std::size_t group = std::is_same_v<T, float> && width<T> == 16 ? 8 : width<T>;
+    constexpr std::size_t group = hsum_group<T>;
     constexpr std::size_t grouped = count - count % group;
     auto put = [out](std::size_t i, auto sums) {
         if constexpr (add) sums = sums + decltype(sums)::load_unaligned(out + i);
