@@ -23,6 +23,16 @@ inline int default_threads() {
 
 inline int resolve_threads(int threads) { return threads > 0 ? threads : default_threads(); }
 
+namespace detail {
+// Called in a catch block inside a parallel loop: keeps the first exception any thread caught.
+inline void keep_first_exception(std::exception_ptr& error) {
+#ifdef _OPENMP
+#pragma omp critical(chainlet_parallel_for_error)
+#endif
+    if (!error) error = std::current_exception();
+}
+}  // namespace detail
+
 // Calls f(i, thread) for i in [0, n) on up to `threads` threads; thread is in [0, threads).
 // Work items must not depend on which thread runs them. An exception thrown by f stops the loop and
 // is rethrown here (the first one, if several threads throw).
@@ -36,8 +46,7 @@ void parallel_for(std::size_t n, int threads, F&& f) {
             try {
                 f(i, omp_get_thread_num());
             } catch (...) {
-#pragma omp critical(chainlet_parallel_for_error)
-                if (!error) error = std::current_exception();
+                detail::keep_first_exception(error);
             }
         }
         if (error) std::rethrow_exception(error);
@@ -69,8 +78,7 @@ void parallel_for_ordered(std::size_t n, int threads, Work&& work, InOrder&& in_
                 work(i, tid);
             } catch (...) {
                 done = false;
-#pragma omp critical(chainlet_parallel_for_error)
-                if (!error) error = std::current_exception();
+                detail::keep_first_exception(error);
             }
 #pragma omp ordered
             {
@@ -79,8 +87,7 @@ void parallel_for_ordered(std::size_t n, int threads, Work&& work, InOrder&& in_
                         in_order(i, tid);
                     } catch (...) {
                         stopped = true;
-#pragma omp critical(chainlet_parallel_for_error)
-                        if (!error) error = std::current_exception();
+                        detail::keep_first_exception(error);
                     }
             }
         }
