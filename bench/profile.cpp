@@ -85,7 +85,7 @@ public:
     using WS = Workspace<Net, float>;
     using target_t = typename Loss::template target<float>;
 
-    Instrumented(std::size_t n) : n_(n), partial_(WS::num_groups(n) * Net::num_params) {
+    Instrumented(std::size_t n) : n_(n), partial_(Net::num_params) {
         b_.reserve(std::min(n, WS::chunk));
         targets_.resize(Loss::targets_per_sample(Net::out_size) * WS::chunk);
         out_.resize(n * Net::out_size);
@@ -98,11 +98,13 @@ public:
         const std::size_t size = WS::chunk_size(n_);
         const std::size_t tps = Loss::targets_per_sample(Net::out_size);
         const float scale = 1.0f / static_cast<float>(n_);
+        // As Workspace on one thread: g zeroed, then each group's gradient summed into the thread's one
+        // partial (zeroed first) and added into g.
         auto t0 = clock_type::now();
-        if (groups == 1) std::fill_n(g, Net::num_params, 0.0f);
+        std::fill_n(g, Net::num_params, 0.0f);
         t.partials += since(t0);
         for (std::size_t i = 0; i < groups; ++i) {
-            float* gi = groups == 1 ? g : partial_.data() + i * Net::num_params;
+            float* gi = groups == 1 ? g : partial_.data();
             t0 = clock_type::now();
             if (groups > 1) std::fill_n(gi, Net::num_params, 0.0f);
             t.partials += since(t0);
@@ -119,13 +121,10 @@ public:
                 t.loss += since(t0);
                 pullback_layers(p, gi, m, t);
             }
+            t0 = clock_type::now();
+            if (groups > 1) kernels::add_to(g, gi, Net::num_params);
+            t.partials += since(t0);
         }
-        t0 = clock_type::now();
-        for (std::size_t i = 0; groups > 1 && i < groups; ++i) {
-            if (i == 0) std::copy_n(partial_.data(), Net::num_params, g);
-            else kernels::add_to(g, partial_.data() + i * Net::num_params, Net::num_params);
-        }
-        t.partials += since(t0);
         t0 = clock_type::now();
         opt.step(ps, std::span<const float>(g, Net::num_params));
         t.optimiser += since(t0);
