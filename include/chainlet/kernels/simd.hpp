@@ -107,18 +107,18 @@ inline V haddp(const V* rows) {
 #endif
 }
 
-// out[i] += (add) or = the sum of the lanes of v[i] for i < count. Each group of `width` vectors is
+// How many vectors hsums reduces together (the vectors of a group each go through the same tree of
+// additions, whichever vectors share the group; a vector left over after the groups takes another).
+template <class T>
+inline constexpr std::size_t hsum_group = std::is_same_v<T, float> && width<T> == 16 ? 8 : width<T>;
+
+// out[i] += (add) or = the sum of the lanes of v[i] for i < count. Each group of hsum_group vectors is
 // reduced at once by xsimd's transposing tree of shuffles and adds (about one instruction per vector,
 // against the log2(width) dependent steps of reducing each vector alone); the vectors left over go one
 // by one. The order of every sum is fixed, so the result does not depend on where or when it runs.
 // (xsimd 8.1's haddp of 16 AVX-512 float vectors returns its sums in the wrong lanes, 0 1 4 5 2 3 ...:
 // there each vector is first folded to 8 lanes, its two halves added, and AVX's haddp, which is right,
 // reduces 8 of those at a time. test_kernels checks every lane.)
-// How many vectors hsums reduces together (the vectors of a group each go through the same tree of
-// additions, whichever vectors share the group; a vector left over after the groups takes another).
-template <class T>
-inline constexpr std::size_t hsum_group = std::is_same_v<T, float> && width<T> == 16 ? 8 : width<T>;
-
 template <bool add, class T, std::size_t count>
 inline void hsums(const vec<T>* v, T* out) {
 #ifdef CHAINLET_SCALAR
