@@ -144,6 +144,49 @@ TEMPLATE_TEST_CASE("conv kernels match their scalar twins on odd sizes", "[conv]
     }
 }
 
+// conv_activation_parameter_grads runs the activation pullback, the bias sums and the weight gradient
+// band by band when dz is larger than L1, carrying every accumulator from band to band: the results must
+// be the bits of the two calls it replaces (and so the twin's values). Shapes that take bands: LeNet5's
+// first convolution with 23 output rows (bands of 2 rows and a last band of 1; 2 x 6 tiles with 16 vector
+// registers) and 4 channels of a 2-channel input (4 x 2 or 4 x 4 tiles); one and two vectors of samples.
+// An odd sample count and a layer with too many accumulators take one pass (conv_band_rows is 0).
+TEMPLATE_TEST_CASE("conv_activation_parameter_grads: in bands, the bits of the two passes it replaces", "[conv][kernel]",
+                   float, double) {
+    using T = TestType;
+    constexpr std::size_t W = simd::width<T>;
+    auto check = [&]<class Act, std::size_t IH, std::size_t IW, std::size_t IC, std::size_t K, std::size_t OC>(
+                     std::size_t n, bool bands) {
+        constexpr auto patch = kernels::patch_offsets<K, K, IC, IW>();
+        const kernels::ConvShape s{IW, IC, IH - K + 1, IW - K + 1, OC, K, K, patch.data(), 0, IH, 0, IW};
+        INFO(Act::name << " IC=" << IC << " OC=" << OC << " OH=" << s.OH << " n=" << n);
+        REQUIRE((kernels::conv_band_rows<T>(s, n) > 0) == (bands && simd::enabled));
+        const auto in = test::random_vector<T>(IH * IW * IC * n, 21 + n);
+        const auto dy = test::random_vector<T>(s.OH * s.OW * OC * n, 22 + n);
+        const auto act_s = test::random_vector<T>(dy.size(), 23 + n);  // stand-ins for outputs or z
+        auto dz1 = dy, dz2 = dy, dz3 = dy;
+        auto g1 = test::random_vector<T>(s.K() * OC + OC, 24), g2 = g1, g3 = g1;
+        kernels::conv_activation_parameter_grads<Act>(s, in.data(), dz1.data(), act_s.data(), n, g1.data(),
+                                                      g1.data() + s.K() * OC);
+        kernels::activation_pullback_channel_sums<Act>(s.OH * s.OW, OC, dz2.data(), act_s.data(), n, g2.data() + s.K() * OC);
+        kernels::conv_weight_grad(s, in.data(), dz2.data(), n, g2.data());
+        REQUIRE(dz1 == dz2);
+        REQUIRE(g1 == g2);
+        kernels::activation_pullback_channel_sums_reference<Act>(s.OH * s.OW, OC, dz3.data(), act_s.data(), n,
+                                                                 g3.data() + s.K() * OC);
+        kernels::conv_weight_grad_reference(s, in.data(), dz3.data(), n, g3.data());
+        REQUIRE(test::max_rel_diff(g1, g3) < (sizeof(T) == 4 ? 2e-4 : 1e-11));
+    };
+    // Bands need dz beyond 64 KiB: 23 x 24 x 6 x 16 floats is 212 KB; in double, 2 vectors of AVX2 are 8
+    // samples (106 KB), one of AVX-512 8 too.
+    constexpr bool dz_large_with_w = sizeof(T) * W * 23 * 24 * 6 > kernels::conv_band_min_bytes;
+    check.template operator()<ReLU, 27, 28, 1, 5, 6>(2 * W, true);
+    check.template operator()<Tanh, 27, 28, 1, 5, 6>(W, dz_large_with_w);
+    check.template operator()<Softplus, 27, 28, 1, 5, 6>(2 * W, true);  // from z, through exp
+    check.template operator()<ReLU, 27, 28, 1, 5, 6>(W + 3, false);      // a scalar tail: one pass
+    check.template operator()<Tanh, 25, 32, 2, 3, 4>(2 * W, true);       // 23 x 30 x 4 rows, K = 18
+    check.template operator()<ReLU, 20, 20, 6, 5, 16>(2 * W, false);     // K * OC = 2400 accumulators: one pass
+}
+
 TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window skipped, edge tiles as staircases or split) matches its twin",
                    "[conv][kernel]", float, double) {
     // Two geometries: the input gradient of a valid convolution (KW - 1 zero columns and KH - 1 zero

@@ -6,6 +6,7 @@
 //   conv_weight_grad: g[k, oc] += sum over output pixels and samples of patch_k * dz_oc.
 //   activation_pullback_channel_sums: dz = act'(z) dy in place, and the bias gradient, the sum over
 //                     pixels and samples of dz per channel.
+//   conv_activation_parameter_grads: the two above, in bands of output rows where dz exceeds L1.
 //   pad_copy_sides:   copies an image into the rows of a larger one that conv_valid reads, with zeros
 //                     beside it; pad_copy also zeroes the rows above and below.
 //
@@ -167,22 +168,26 @@ void conv_valid_reference(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a
 
 namespace detail {
 
-// One MR x PR tile of conv_weight_grad over samples [j0, j1) in steps of NV * lanes<VV>: out[i][j] += the
-// sums for rows k0 + i and channels oc0 + j. Per pixel and vector of samples it loads the MR input
-// vectors, then one dz vector per channel, used at once: MR * PR + MR + 1 vector registers. NV vectors
-// of samples per pixel: with NV = 2 each pixel's 64-byte rows are read whole in one visit (a chunk of 16
-// floats is two AVX2 vectors) instead of half a row in each of two sweeps over the image. N: the chunk's
-// samples if known at compile time (0: run_time_n), so that the PR dz rows, N apart, are constant offsets
-// from one pointer (as run-time offsets GCC 12 kept each in a general register and spilled). The MR input
-// rows are offsets from one pointer too, so a pixel costs one pointer step for them, not MR.
+// One MR x PR tile of conv_weight_grad over samples [j0, j1) in steps of NV * lanes<VV>: acc[i][j] += the
+// products for rows k0 + i and channels oc0 + j, lane by lane. Per pixel and vector of samples it loads
+// the MR input vectors, then one dz vector per channel, used at once: MR * PR + MR + 1 vector registers.
+// NV vectors of samples per pixel: with NV = 2 each pixel's 64-byte rows are read whole in one visit (a
+// chunk of 16 floats is two AVX2 vectors) instead of half a row in each of two sweeps over the image. N:
+// the chunk's samples if known at compile time (0: run_time_n), so that the PR dz rows, N apart, are
+// constant offsets from one pointer (as run-time offsets GCC 12 kept each in a general register and
+// spilled). The MR input rows are offsets from one pointer too, so a pixel costs one pointer step for
+// them, not MR. carried holds the MR x PR accumulators, row by row; they are copied into locals and
+// back, so that they stay in registers. Always inlined: as a function of its own, taking carried from
+// conv_weight_grad_tile, LeNet5's second convolution's pullback ran 142-146 -> 146-153 us.
 template <class VV, int MR, int PR, int NV, size_t N, class T>
-void conv_weight_grad_tile(const ConvShape& s, const T* in, const T* dz, size_t run_time_n, size_t k0, size_t oc0,
-                           size_t j0, size_t j1, T (&out)[MR][PR]) {
+[[gnu::always_inline]] inline void conv_weight_grad_sweep(const ConvShape& s, const T* in, const T* dz,
+                                                          size_t run_time_n, size_t k0, size_t oc0, size_t j0,
+                                                          size_t j1, VV* carried) {
     constexpr size_t L = lanes<VV>;
     const size_t n = N ? N : run_time_n;
     VV acc[MR][PR];
     for (int i = 0; i < MR; ++i)
-        for (int j = 0; j < PR; ++j) acc[i][j] = VV(T(0));
+        for (int j = 0; j < PR; ++j) acc[i][j] = carried[i * PR + j];
     const size_t a_step = s.IC * n, d_step = s.OC * n, pixels = s.OH * s.OW;
     const size_t row_skip = (s.IW - s.OW) * s.IC * n;  // from past a row's last pixel to the next row
     size_t a_off[MR];  // row k0 + i of a patch, from row k0
@@ -209,6 +214,13 @@ void conv_weight_grad_tile(const ConvShape& s, const T* in, const T* dz, size_t 
             }
         }
     }
+    for (int i = 0; i < MR; ++i)
+        for (int j = 0; j < PR; ++j) carried[i * PR + j] = acc[i][j];
+}
+
+// out[i][j] += the sum of the lanes of acc[i * PR + j].
+template <class VV, int MR, int PR, class T>
+void conv_weight_grad_add_sums(const VV* acc, T (&out)[MR][PR]) {
     if constexpr (simd::is_vector<VV>) {
         constexpr size_t count = MR * PR, group = simd::hsum_group<T>;
         if constexpr (count > group && count % group != 0) {
@@ -218,46 +230,38 @@ void conv_weight_grad_tile(const ConvShape& s, const T* in, const T* dz, size_t 
             constexpr size_t padded = (count + group - 1) / group * group;
             VV v[padded];
             T sums[padded] = {};
-            for (size_t i = 0; i < padded; ++i) v[i] = i < count ? (&acc[0][0])[i] : VV(T(0));
+            for (size_t i = 0; i < padded; ++i) v[i] = i < count ? acc[i] : VV(T(0));
             simd::hsum_add<T, padded>(v, sums);
             for (size_t i = 0; i < count; ++i) (&out[0][0])[i] += sums[i];
         } else {
-            simd::hsum_add<T, count>(&acc[0][0], &out[0][0]);
+            simd::hsum_add<T, count>(acc, &out[0][0]);
         }
     } else {
         for (int i = 0; i < MR; ++i)
-            for (int j = 0; j < PR; ++j) out[i][j] += acc[i][j];
+            for (int j = 0; j < PR; ++j) out[i][j] += acc[i * PR + j];
     }
+}
+
+// One MR x PR tile: out[i][j] += the sums for rows k0 + i and channels oc0 + j.
+template <class VV, int MR, int PR, int NV, size_t N, class T>
+void conv_weight_grad_tile(const ConvShape& s, const T* in, const T* dz, size_t run_time_n, size_t k0, size_t oc0,
+                           size_t j0, size_t j1, T (&out)[MR][PR]) {
+    VV acc[MR * PR];
+    for (int i = 0; i < MR * PR; ++i) acc[i] = VV(T(0));
+    conv_weight_grad_sweep<VV, MR, PR, NV, N>(s, in, dz, run_time_n, k0, oc0, j0, j1, acc);
+    conv_weight_grad_add_sums<VV, MR, PR>(acc, out);
 }
 
 }  // namespace detail
 
-// g[k * OC + oc] += sum_{pixels p, samples j} in[(top_left(p) + patch[k]) * n + j] * dz[(p * OC + oc) * n + j]
-// An MR x PR tile of (k, oc) keeps its accumulators in registers through all pixels and samples and
-// sums them horizontally once; the samples past the last full vector go through the same loop as scalars.
-// With 32 vector registers (AVX-512) and float, the tiles are 3 x 8 when OC is a multiple of 8 and 4 x 6
-// for a multiple of 6 (LeNet5's convolutions: 16 and 6 channels); with 16 (AVX2) and float, 2 x 6 for a
-// multiple of 6; else 4 x tile_vectors and smaller.
-template <class T>
-void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T* g) {
-    using V = simd::vec<T>;
-    constexpr size_t W = simd::width<T>;
-    const size_t nv = simd::enabled ? n - n % W : 0, nv2 = nv - nv % (2 * W);
-    auto tile = [&]<int MR, int PR>(size_t k0, size_t oc0) {
-        T out[MR][PR] = {};
-        if (simd::enabled && n == W) {
-            detail::conv_weight_grad_tile<V, MR, PR, 1, W>(s, in, dz, n, k0, oc0, 0, n, out);
-        } else if (simd::enabled && n == 2 * W) {
-            detail::conv_weight_grad_tile<V, MR, PR, 2, 2 * W>(s, in, dz, n, k0, oc0, 0, n, out);
-        } else {
-            // pairs of vectors, then a last vector, then the samples past the last full vector
-            if (nv2 > 0) detail::conv_weight_grad_tile<V, MR, PR, 2, 0>(s, in, dz, n, k0, oc0, 0, nv2, out);
-            if (nv2 < nv) detail::conv_weight_grad_tile<V, MR, PR, 1, 0>(s, in, dz, n, k0, oc0, nv2, nv, out);
-            if (nv < n) detail::conv_weight_grad_tile<T, MR, PR, 1, 0>(s, in, dz, n, k0, oc0, nv, n, out);
-        }
-        for (int i = 0; i < MR; ++i)
-            for (int j = 0; j < PR; ++j) g[(k0 + i) * s.OC + oc0 + j] += out[i][j];
-    };
+namespace detail {
+// Calls tile.template operator()<MR, PR>(k0, oc0) for the register tiles of conv_weight_grad in T, in a
+// fixed order that covers every (k, oc) of the shape once. With 32 vector registers (AVX-512) and float,
+// the tiles are 3 x 8 when OC is a multiple of 8 and 4 x 6 for a multiple of 6 (LeNet5's convolutions:
+// 16 and 6 channels); with 16 (AVX2) and float, 2 x 6 for a multiple of 6; else 4 x tile_vectors and
+// smaller.
+template <class T, class Tile>
+[[gnu::always_inline]] inline void for_weight_grad_tiles(const ConvShape& s, Tile&& tile) {
     // Rows k in blocks of MR (then 2, 1), each across the channels in blocks of exactly PR.
     auto wide = [&]<int MR, int PR>() {
         for_row_blocks<MR>(s.K(), [&]<int R>(size_t k0) {
@@ -272,7 +276,8 @@ void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T*
     // samples), only just cover the FMA latency on two pipes, and it loads 6 operands per 8 FMAs; a 2 x 6
     // tile has 12 accumulators, 2 input vectors and a dz vector (15 registers) and loads 8 per 12 (LeNet5's
     // first convolution, a chunk of 16, Zen 3: 65-71 -> 53 us for its pullback, the same bits; 3 x 4
-    // tiles for the second convolution's 16 channels: 151 -> 153-154 us, not taken; docs/profile.md).
+    // tiles for the second convolution's 16 channels: 151 -> 153-154 us, not taken; 6 x 2, 5 x 2, 4 x 3
+    // and 3 x 3 for the first: 54-61 us against 49-53, docs/profile.md).
     constexpr bool six_channel_tiles = simd::vector_registers < 32 && std::is_same_v<T, float>;
     if (wide_tiles && s.OC % 8 == 0) {
         wide.template operator()<3, 8>();
@@ -288,6 +293,33 @@ void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T*
             });
         });
     }
+}
+}  // namespace detail
+
+// g[k * OC + oc] += sum_{pixels p, samples j} in[(top_left(p) + patch[k]) * n + j] * dz[(p * OC + oc) * n + j]
+// An MR x PR tile of (k, oc) (detail::for_weight_grad_tiles) keeps its accumulators in registers through
+// all pixels and samples and sums them horizontally once; the samples past the last full vector go
+// through the same loop as scalars.
+template <class T>
+void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T* g) {
+    using V = simd::vec<T>;
+    constexpr size_t W = simd::width<T>;
+    const size_t nv = simd::enabled ? n - n % W : 0, nv2 = nv - nv % (2 * W);
+    detail::for_weight_grad_tiles<T>(s, [&]<int MR, int PR>(size_t k0, size_t oc0) {
+        T out[MR][PR] = {};
+        if (simd::enabled && n == W) {
+            detail::conv_weight_grad_tile<V, MR, PR, 1, W>(s, in, dz, n, k0, oc0, 0, n, out);
+        } else if (simd::enabled && n == 2 * W) {
+            detail::conv_weight_grad_tile<V, MR, PR, 2, 2 * W>(s, in, dz, n, k0, oc0, 0, n, out);
+        } else {
+            // pairs of vectors, then a last vector, then the samples past the last full vector
+            if (nv2 > 0) detail::conv_weight_grad_tile<V, MR, PR, 2, 0>(s, in, dz, n, k0, oc0, 0, nv2, out);
+            if (nv2 < nv) detail::conv_weight_grad_tile<V, MR, PR, 1, 0>(s, in, dz, n, k0, oc0, nv2, nv, out);
+            if (nv < n) detail::conv_weight_grad_tile<T, MR, PR, 1, 0>(s, in, dz, n, k0, oc0, nv, n, out);
+        }
+        for (int i = 0; i < MR; ++i)
+            for (int j = 0; j < PR; ++j) g[(k0 + i) * s.OC + oc0 + j] += out[i][j];
+    });
 }
 
 template <class T>
@@ -312,8 +344,13 @@ void conv_weight_grad_reference(const ConvShape& s, const T* in, const T* dz, si
 // bits from a flat activation_pullback when n is not a multiple of W; the order is fixed either way.
 // Channels go in blocks of up to 4 so that their sums stay in registers; every lane of a channel's sum
 // adds the pixels in order, then the lanes are added.
+namespace detail {
+// activation_pullback_channel_sums over P pixels with its sums carried: channel c's vector and scalar
+// sums start from acc[c] and tail[c] and are left there (db untouched), so that consecutive calls on
+// consecutive pixels sum in the order of one call; with acc null they start from zero and go to db.
 template <class Act, class T>
-void activation_pullback_channel_sums(size_t P, size_t C, T* dy, const T* s, size_t n, T* db) {
+void activation_pullback_channel_sums_carried(size_t P, size_t C, T* dy, const T* s, size_t n, T* db,
+                                              simd::vec<T>* carried_acc, T* carried_tail) {
     // The loop of vector_loop.hpp's vectors_then_scalars, written out: through that template (its body
     // always inlined) float ReLU ran 9.0 -> 9.9 us on LeNet5's first convolution and 2.45 -> 2.88 on the
     // second (chunk of 16, 1 thread, same bits).
@@ -324,8 +361,8 @@ void activation_pullback_channel_sums(size_t P, size_t C, T* dy, const T* s, siz
         V acc[CB];  // the sums of the full vectors, lane by lane
         T tail[CB];  // and of each row's last n % W values
         for (int i = 0; i < CB; ++i) {
-            acc[i] = V(T(0));
-            tail[i] = T(0);
+            acc[i] = carried_acc ? carried_acc[c0 + i] : V(T(0));
+            tail[i] = carried_acc ? carried_tail[c0 + i] : T(0);
         }
         for (size_t p = 0; p < P; ++p)
             for (int i = 0; i < CB; ++i) {
@@ -343,7 +380,98 @@ void activation_pullback_channel_sums(size_t P, size_t C, T* dy, const T* s, siz
                     tail[i] += d[v];
                 }
             }
-        for (int i = 0; i < CB; ++i) db[c0 + i] += simd::hsum<T>(acc[i]) + tail[i];
+        for (int i = 0; i < CB; ++i) {
+            if (carried_acc) {
+                carried_acc[c0 + i] = acc[i];
+                carried_tail[c0 + i] = tail[i];
+            } else {
+                db[c0 + i] += simd::hsum<T>(acc[i]) + tail[i];
+            }
+        }
+    });
+}
+}  // namespace detail
+
+// dy[(p * C + c) * n + j] <- dz = Act::pullback(dy, s) at the same place, and db[c] += sum over the P
+// pixels and n samples of dz: a convolution's activation pullback and bias gradient in one pass over
+// dz (LeNet5's first convolution, a chunk of 16, measured: 3.7-4.0 us against 3.9-4.4 + 2.6-2.7 for two
+// passes, docs/profile.md). Each row's last n % W values go through the scalar Act::pullback, so for an
+// activation whose scalar and vector forms round differently (exp-based ones) dz can differ in the last
+// bits from a flat activation_pullback when n is not a multiple of W; the order is fixed either way.
+// Channels go in blocks of up to 4 so that their sums stay in registers; every lane of a channel's sum
+// adds the pixels in order, then the lanes are added.
+template <class Act, class T>
+void activation_pullback_channel_sums(size_t P, size_t C, T* dy, const T* s, size_t n, T* db) {
+    detail::activation_pullback_channel_sums_carried<Act>(P, C, dy, s, n, db, static_cast<simd::vec<T>*>(nullptr),
+                                                          static_cast<T*>(nullptr));
+}
+
+// A convolution's activation pullback and parameter gradients: dz = Act::pullback(dy, s) in place of dy
+// and db += its channel sums (activation_pullback_channel_sums), then g += the weight gradient
+// (conv_weight_grad), with the bits of those two calls. Where dz is larger than L1 (LeNet5's first
+// convolution: 24 x 24 x 6 rows of a chunk of 16, 221 KB), those two passes each read it from L2, the
+// weight gradient once per tile; here, when conv_band_rows says so, both run band by band over a few
+// rows of output pixels, whose dz the tiles then read from L1. Every accumulator (each tile's and each
+// channel's sum) is carried from band to band as a whole vector and summed horizontally after the last
+// band, so every sum takes its terms in the order of the two calls. LeNet5's first convolution, a chunk
+// of 16, Zen 3: its pullback 49-52 -> 47-48 us, the same bits (a first trial, with horizontal sums after
+// every band: one pass 42-45 us, bands of 1 row 42-45, of 2 rows 39-42, of 4 or 8 rows 43-46).
+inline constexpr size_t conv_band_bytes = 20 * 1024;      // dz per band, about two thirds of a 32 KiB L1
+inline constexpr size_t conv_band_min_bytes = 64 * 1024;  // whole dz from which bands are used
+inline constexpr size_t conv_band_state = 256;            // carried tile accumulators, K * OC at most
+inline constexpr size_t conv_band_channels = 64;          // carried channel sums, OC at most
+
+// Output rows per band for conv_activation_parameter_grads, or 0 for one pass: bands only when the
+// chunk is one or two vectors of samples (one sweep of the pixels per tile, so carrying a tile's
+// accumulators does not change the order of its sums), dz exceeds conv_band_min_bytes and the carried
+// accumulators fit their (stack) buffers.
+template <class T>
+constexpr size_t conv_band_rows(const ConvShape& s, size_t n) {
+    constexpr size_t W = simd::width<T>;
+    const size_t row_bytes = s.OW * s.OC * n * sizeof(T), rows = std::max<size_t>(1, conv_band_bytes / row_bytes);
+    const bool banded = simd::enabled && (n == W || n == 2 * W) && s.OH * row_bytes > conv_band_min_bytes &&
+                        rows < s.OH && s.K() * s.OC <= conv_band_state && s.OC <= conv_band_channels;
+    return banded ? rows : 0;
+}
+
+template <class Act, class T>
+void conv_activation_parameter_grads(const ConvShape& s, const T* in, T* dy, const T* act_s, size_t n, T* g, T* db) {
+    using V = simd::vec<T>;
+    constexpr size_t W = simd::width<T>;
+    const size_t rows = conv_band_rows<T>(s, n);
+    if (rows == 0) {
+        activation_pullback_channel_sums<Act>(s.OH * s.OW, s.OC, dy, act_s, n, db);
+        conv_weight_grad(s, in, dy, n, g);
+        return;
+    }
+    V tiles[conv_band_state], sums[conv_band_channels];
+    T tails[conv_band_channels];
+    std::fill_n(tiles, s.K() * s.OC, V(T(0)));
+    std::fill_n(sums, s.OC, V(T(0)));
+    std::fill_n(tails, s.OC, T(0));
+    for (size_t r0 = 0; r0 < s.OH; r0 += rows) {
+        ConvShape band = s;
+        band.OH = std::min(rows, s.OH - r0);
+        const size_t pixel0 = r0 * s.OW;
+        T* dz = dy + pixel0 * s.OC * n;
+        detail::activation_pullback_channel_sums_carried<Act>(band.OH * s.OW, s.OC, dz, act_s + pixel0 * s.OC * n, n,
+                                                              db, sums, tails);
+        const T* band_in = in + r0 * s.IW * s.IC * n;
+        V* carried = tiles;
+        detail::for_weight_grad_tiles<T>(band, [&]<int MR, int PR>(size_t k0, size_t oc0) {
+            if (n == W) detail::conv_weight_grad_sweep<V, MR, PR, 1, W>(band, band_in, dz, n, k0, oc0, 0, n, carried);
+            else detail::conv_weight_grad_sweep<V, MR, PR, 2, 2 * W>(band, band_in, dz, n, k0, oc0, 0, n, carried);
+            carried += MR * PR;
+        });
+    }
+    for (size_t c = 0; c < s.OC; ++c) db[c] += simd::hsum<T>(sums[c]) + tails[c];
+    const V* carried = tiles;
+    detail::for_weight_grad_tiles<T>(s, [&]<int MR, int PR>(size_t k0, size_t oc0) {
+        T out[MR][PR] = {};
+        detail::conv_weight_grad_add_sums<V, MR, PR>(carried, out);
+        carried += MR * PR;
+        for (int i = 0; i < MR; ++i)
+            for (int j = 0; j < PR; ++j) g[(k0 + i) * s.OC + oc0 + j] += out[i][j];
     });
 }
 

@@ -119,10 +119,9 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
         static void pullback(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
                              std::size_t n) {
             using namespace kernels;
-            activation_pullback_channel_sums<Act>(OH * OW, OC, dy, Act::derivative_from_output ? y : saved + xp_size * n, n,
-                                                  g + num_weights);
             const T* xp = same ? saved : x;
-            conv_weight_grad(forward_shape, xp, dy, n, g);
+            conv_activation_parameter_grads<Act>(forward_shape, xp, dy, Act::derivative_from_output ? y : saved + xp_size * n,
+                                                 n, g, g + num_weights);
             if (dx) {
                 T* dzp = scratch;
                 pad_copy_sides(static_cast<const T*>(dy), OH, OW, OC, n, KH - 1 - pad_top, KW - 1 - pad_left,
