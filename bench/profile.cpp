@@ -99,15 +99,12 @@ public:
         const std::size_t tps = Loss::targets_per_sample(Net::out_size);
         const float scale = 1.0f / static_cast<float>(n_);
         // As Workspace on one thread: g zeroed, then each group's gradient summed into the thread's one
-        // partial (zeroed first) and added into g.
+        // partial (written by the group's first chunk, added to by the others) and added into g.
         auto t0 = clock_type::now();
         std::fill_n(g, Net::num_params, 0.0f);
         t.partials += since(t0);
         for (std::size_t i = 0; i < groups; ++i) {
             float* gi = groups == 1 ? g : partial_.data();
-            t0 = clock_type::now();
-            if (groups > 1) std::fill_n(gi, Net::num_params, 0.0f);
-            t.partials += since(t0);
             for (std::size_t c = i * per; c < std::min(chunks, (i + 1) * per); ++c) {
                 const std::size_t s0 = c * size, m = std::min(size, n_ - s0);
                 t0 = clock_type::now();
@@ -119,7 +116,8 @@ public:
                 sink_ += Loss::template value_and_gradient<float>(b_.y, targets_.data(), b_.dy,
                                                                    Net::out_size, m, scale);
                 t.loss += since(t0);
-                pullback_layers(p, gi, m, t);
+                if (groups > 1 && c == i * per) pullback_layers<false>(p, gi, m, t);
+                else pullback_layers<true>(p, gi, m, t);
             }
             t0 = clock_type::now();
             if (groups > 1) kernels::add_to(g, gi, Net::num_params);
@@ -158,7 +156,9 @@ private:
              ...);
         }(std::make_index_sequence<Net::num_layers>{});
     }
-    // As detail::Sequence::pullback (chain.hpp), timed per layer: the first layer computes no dx.
+    // As detail::Sequence::pullback (chain.hpp), timed per layer: the first layer computes no dx;
+    // accumulate false writes g (pullback_assign), as a group's first chunk does.
+    template <bool accumulate>
     void pullback_layers(const float* p, float* g, std::size_t m, Parts& t) {
         float* const scratch = b_.scratch;
         float* const layer_scratch = scratch + Net::layer_scratch_offset * m;
@@ -168,10 +168,11 @@ private:
                  float* dyl = L == Net::num_layers - 1 ? b_.dy : scratch + (L % 2) * Net::max_inner_width * m;
                  float* dxl = L == 0 ? nullptr : scratch + ((L - 1) % 2) * Net::max_inner_width * m;
                  const auto t0 = clock_type::now();
-                 Net::template layer<L>::pullback(p + Net::param_offset[L], g + Net::param_offset[L],
-                                                  Net::template input<L>(static_cast<const float*>(b_.x), b_.saved, m),
-                                                  Net::template output<L>(b_.y, b_.saved, m),
-                                                  b_.saved + Net::saved_offset[L] * m, layer_scratch, dyl, dxl, m);
+                 detail::layer_pullback<accumulate, typename Net::template layer<L>>(
+                     p + Net::param_offset[L], g + Net::param_offset[L],
+                     Net::template input<L>(static_cast<const float*>(b_.x), b_.saved, m),
+                     Net::template output<L>(b_.y, b_.saved, m), b_.saved + Net::saved_offset[L] * m, layer_scratch,
+                     dyl, dxl, m);
                  t.pullback[L] += since(t0);
              }()),
              ...);

@@ -156,6 +156,29 @@ TEST_CASE("parallel_for_ordered: in_order calls in item order, on the item's thr
     }
 }
 
+// More threads than items: the team is cut to the items, so a caller may size per-thread buffers by
+// either count (Workspace keeps min(groups, threads) partial gradients).
+TEST_CASE("parallel_for_ordered: thread ids stay below the item count when threads exceed it", "[repro][parallel]") {
+    for (std::size_t n : {std::size_t(2), std::size_t(3)}) {
+        INFO("n=" << n);
+        std::vector<int> worker(n, -1), team(n, 0);
+        parallel_for_ordered(
+            n, 8,
+            [&](std::size_t i, int tid) {
+                worker[i] = tid;
+#ifdef _OPENMP
+                team[i] = omp_get_num_threads();
+#endif
+            },
+            [](std::size_t, int) {});
+        for (std::size_t i = 0; i < n; ++i) {
+            REQUIRE(worker[i] >= 0);
+            REQUIRE(static_cast<std::size_t>(worker[i]) < n);
+            REQUIRE(static_cast<std::size_t>(team[i]) <= n);
+        }
+    }
+}
+
 // An exception stops the in_order calls from its item on; the items before it still get theirs, as on
 // one thread.
 TEST_CASE("parallel_for_ordered: an exception stops the in_order calls and is rethrown", "[repro][parallel]") {

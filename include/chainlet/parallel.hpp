@@ -2,6 +2,7 @@
 // which thread runs it (to pick that thread's scratch). Without OpenMP everything runs serially.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <exception>
 
@@ -57,7 +58,8 @@ void parallel_for(std::size_t n, int threads, F&& f) {
     for (std::size_t i = 0; i < n; ++i) f(i, 0);
 }
 
-// Calls work(i, thread) for i in [0, n) on up to `threads` threads and, after each, in_order(i, thread)
+// Calls work(i, thread) for i in [0, n) on up to min(threads, n) threads (so every thread id is below
+// both: a caller may size per-thread buffers by either) and, after each, in_order(i, thread)
 // on the same thread, the in_order calls one at a time in increasing i (OpenMP's ordered construct; the
 // items are handed out in increasing order, so a thread waits only for items already running). What
 // in_order does therefore happens in one order whatever the thread count: this is how a sum of
@@ -68,9 +70,10 @@ template <class Work, class InOrder>
 void parallel_for_ordered(std::size_t n, int threads, Work&& work, InOrder&& in_order) {
 #ifdef _OPENMP
     if (threads > 1 && n > 1) {
+        const int team = static_cast<int>(std::min(static_cast<std::size_t>(threads), n));
         std::exception_ptr error;
         bool stopped = false;  // read and written inside the ordered regions only
-#pragma omp parallel for ordered num_threads(threads) schedule(dynamic, 1)
+#pragma omp parallel for ordered num_threads(team) schedule(dynamic, 1)
         for (std::size_t i = 0; i < n; ++i) {
             const int tid = omp_get_thread_num();
             bool done = true;

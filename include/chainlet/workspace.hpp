@@ -201,12 +201,12 @@ public:
         T losses[max_groups];
         auto partial = [&](int tid) { return partial_.data() + static_cast<std::size_t>(tid) * Net::num_params; };
         parallel_for_ordered(
-            groups, std::min(threads, static_cast<int>(groups)),
+            groups, threads,
             [&](std::size_t i, int tid) {
-                std::fill_n(partial(tid), Net::num_params, T(0));
+                // The group's first chunk writes the partial (pullback_assign), the others add to it.
                 T l = 0;
                 for (std::size_t c = i * per; c < std::min(chunks, (i + 1) * per); ++c)
-                    l += run_chunk(c, tid, partial(tid), false);
+                    l += run_chunk(c, tid, partial(tid), c == i * per);
                 losses[i] = l;
             },
             [&](std::size_t, int tid) { kernels::add_to(g, partial(tid), Net::num_params); });

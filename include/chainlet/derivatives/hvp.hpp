@@ -431,7 +431,7 @@ public:
         if (hv) std::fill_n(hv, P, T(0));
         auto partial = [&](int tid) { return partial_.data() + 2 * static_cast<std::size_t>(tid) * P; };
         parallel_for_ordered(
-            groups, std::min(threads, static_cast<int>(groups)),
+            groups, threads,
             [&](std::size_t gi, int tid) {
                 Scratch& s = scratch_[static_cast<std::size_t>(tid)];
                 T* pg = partial(tid);

@@ -726,7 +726,7 @@ public:
         const std::size_t chunks = num_chunks(n), per = chunks_per_group(n), groups = num_groups(n);
         auto partial = [&](int tid) { return partial_.data() + static_cast<std::size_t>(tid) * Net::num_params; };
         parallel_for_ordered(
-            groups, std::min(threads, static_cast<int>(groups)),
+            groups, threads,
             [&](std::size_t gi, int tid) {
                 Scratch& s = scratch_[static_cast<std::size_t>(tid)];
                 T* part = partial(tid);
