@@ -4,6 +4,8 @@
 // workspace, give the serial results bit for bit.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <thread>
@@ -127,50 +129,88 @@ TEST_CASE("repro: value_and_gradient and predict give the same bits on 1, 2 and 
     }
 }
 
-// parallel_for_ordered (parallel.hpp) is what keeps a sum of per-thread partials in one order: its
-// in_order calls must come one at a time, in item order, each on the thread that ran the item's work,
-// however long each item's work takes.
-TEST_CASE("parallel_for_ordered: in_order calls in item order, on the item's thread, for 1, 2 and 3 threads", "[repro][parallel]") {
+// parallel_for_ordered (parallel.hpp) is what keeps a sum of partial results in one order: its
+// in_order calls must come one at a time, in item order, each with the slot that the item's work wrote,
+// however long each item's work takes; and no slot may hold two items at once.
+TEST_CASE("parallel_for_ordered: in_order calls in item order, with the item's slot, for 1, 2 and 3 threads", "[repro][parallel]") {
     for (int threads : {1, 2, 3}) {
         INFO("threads=" << threads);
         constexpr std::size_t n = 40;
-        std::vector<int> worker(n, -1);
-        std::vector<std::size_t> order;
-        bool same_thread = true;
+        const std::size_t slots = ordered_slots(n, threads);
+        REQUIRE(slots == (threads == 1 ? 1u : 2u * static_cast<std::size_t>(threads)));
+        std::vector<std::size_t> slot_of(n, slots), order;
+        std::vector<std::atomic<int>> holder(slots);  // the item in each slot, -1 when free
+        for (auto& h : holder) h = -1;
+        std::atomic<bool> shared{false}, bad_thread{false};
+        bool right_slot = true, in_order_holds = true;
         parallel_for_ordered(
             n, threads,
-            [&](std::size_t i, int tid) {
+            [&](std::size_t i, int tid, std::size_t slot) {
+                if (tid < 0 || tid >= threads || slot >= slots) bad_thread = true;
+                int free = -1;
+                if (!holder[slot].compare_exchange_strong(free, static_cast<int>(i))) shared = true;
                 // uneven work, so later items often finish first
                 volatile double sink = 0;
                 for (std::size_t k = 0; k < ((i * 7919) % 13) * 20000; ++k) sink = sink + 1.0;
-                worker[i] = tid;
+                slot_of[i] = slot;
             },
-            [&](std::size_t i, int tid) {
+            [&](std::size_t i, std::size_t slot) {
                 order.push_back(i);
-                same_thread = same_thread && worker[i] == tid;
+                right_slot = right_slot && slot_of[i] == slot;
+                in_order_holds = in_order_holds && holder[slot] == static_cast<int>(i);
+                holder[slot] = -1;
             });
         std::vector<std::size_t> expected(n);
         for (std::size_t i = 0; i < n; ++i) expected[i] = i;
         REQUIRE(order == expected);
-        REQUIRE(same_thread);
+        REQUIRE(right_slot);
+        REQUIRE(in_order_holds);
+        REQUIRE_FALSE(shared);
+        REQUIRE_FALSE(bad_thread);
     }
 }
 
+#ifdef _OPENMP
+// A slow item holds up the sums, not the other threads' work: while item 0 runs, the other thread works
+// through the items that have a free slot (items 1-3 of 4 slots on 2 threads). With OpenMP's ordered
+// construct it stopped after item 1, waiting for item 0's turn.
+TEST_CASE("parallel_for_ordered: a slow item does not stop the other thread", "[repro][parallel]") {
+    constexpr std::size_t n = 8;
+    REQUIRE(ordered_slots(n, 2) == 4);
+    std::atomic<int> done_while_slow{-1};
+    std::atomic<int> done{0};
+    std::vector<std::size_t> order;
+    parallel_for_ordered(
+        n, 2,
+        [&](std::size_t i, int, std::size_t) {
+            if (i == 0) {
+                // wait (up to 2 s) for the other thread to finish 3 items, then note how many it did
+                for (int t = 0; t < 200 && done < 3; ++t) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                done_while_slow = done.load();
+            }
+            ++done;
+        },
+        [&](std::size_t i, std::size_t) { order.push_back(i); });
+    REQUIRE(done_while_slow == 3);
+    REQUIRE(order == std::vector<std::size_t>{0, 1, 2, 3, 4, 5, 6, 7});
+}
+#endif
+
 // More threads than items: the team is cut to the items, so a caller may size per-thread buffers by
-// either count (Workspace keeps min(groups, threads) partial gradients).
+// either count.
 TEST_CASE("parallel_for_ordered: thread ids stay below the item count when threads exceed it", "[repro][parallel]") {
     for (std::size_t n : {std::size_t(2), std::size_t(3)}) {
         INFO("n=" << n);
         std::vector<int> worker(n, -1), team(n, 0);
         parallel_for_ordered(
             n, 8,
-            [&](std::size_t i, int tid) {
+            [&](std::size_t i, int tid, std::size_t) {
                 worker[i] = tid;
 #ifdef _OPENMP
                 team[i] = omp_get_num_threads();
 #endif
             },
-            [](std::size_t, int) {});
+            [](std::size_t, std::size_t) {});
         for (std::size_t i = 0; i < n; ++i) {
             REQUIRE(worker[i] >= 0);
             REQUIRE(static_cast<std::size_t>(worker[i]) < n);
@@ -187,19 +227,19 @@ TEST_CASE("parallel_for_ordered: an exception stops the in_order calls and is re
         std::vector<std::size_t> order;
         REQUIRE_THROWS_WITH(parallel_for_ordered(
                                 20, threads,
-                                [](std::size_t i, int) {
+                                [](std::size_t i, int, std::size_t) {
                                     if (i == 7) throw std::runtime_error("work 7");
                                     // items 0-6 slow, so item 7 may throw before they reach in_order
                                     volatile double sink = 0;
                                     for (std::size_t k = 0; k < (i < 7 ? 200000u : 0u); ++k) sink = sink + 1.0;
                                 },
-                                [&](std::size_t i, int) { order.push_back(i); }),
+                                [&](std::size_t i, std::size_t) { order.push_back(i); }),
                             "work 7");
         REQUIRE(order == std::vector<std::size_t>{0, 1, 2, 3, 4, 5, 6});
         order.clear();
         REQUIRE_THROWS_WITH(parallel_for_ordered(
-                                20, threads, [](std::size_t, int) {},
-                                [&](std::size_t i, int) {
+                                20, threads, [](std::size_t, int, std::size_t) {},
+                                [&](std::size_t i, std::size_t) {
                                     if (i == 3) throw std::runtime_error("in order 3");
                                     order.push_back(i);
                                 }),

@@ -3,8 +3,8 @@
 // A batch is cut into chunks of at most `chunk` samples (a constant of the chain and the element type,
 // sized so a chunk's activations stay in the L2 cache), as equal as multiples of 16 allow (chunk_size),
 // and the chunks into at most 32 groups of consecutive chunks. Groups run on OpenMP threads, each on
-// its thread's scratch; a group adds its chunks' gradients in order into its thread's partial gradient,
-// which is then added into g in group order (parallel_for_ordered). The chunking, the grouping and the
+// its thread's scratch; a group adds its chunks' gradients in order into a partial gradient (one of
+// twice as many as threads), which is then added into g in group order (parallel_for_ordered). The chunking, the grouping and the
 // order of every sum depend on the batch size alone, never on the thread count, so the same inputs give
 // the same bits with any number of threads.
 //
@@ -125,8 +125,9 @@ public:
         const std::size_t per_chunk = std::min(std::max<std::size_t>(batch, 1), chunk);
         if (scratch_.size() < static_cast<std::size_t>(threads)) scratch_.resize(static_cast<std::size_t>(threads));
         for (auto& s : scratch_) s.reserve(per_chunk);
-        // One partial gradient per thread (added into g group by group, in order), not one per group.
-        const std::size_t groups = num_groups(batch), partials = std::min(groups, static_cast<std::size_t>(threads));
+        // One partial gradient per slot of parallel_for_ordered (twice the threads; added into g group by
+        // group, in order), not one per group.
+        const std::size_t groups = num_groups(batch), partials = ordered_slots(groups, threads);
         if (groups > 1 && partial_.size() < partials * Net::num_params) partial_.resize(partials * Net::num_params);
     }
 
@@ -195,21 +196,22 @@ public:
         // One chunk writes g: zeroing it first and adding took a fifth of the tiny MLP's one-sample call.
         if (chunks == 1) return run_chunk(0, 0, g, true) * scale;
         std::fill_n(g, Net::num_params, T(0));
-        // Group i holds chunks [i * per, (i + 1) * per) and sums them in order into its thread's partial;
-        // g = (0 + partial of group 0) + partial of group 1 + ..., in group order. Both orders depend on n only.
+        // Group i holds chunks [i * per, (i + 1) * per) and sums them in order into a partial (the slot
+        // parallel_for_ordered gives it); g = (0 + partial of group 0) + partial of group 1 + ..., in
+        // group order. Both orders depend on n only.
         const std::size_t per = chunks_per_group(n), groups = num_groups(n);
         T losses[max_groups];
-        auto partial = [&](int tid) { return partial_.data() + static_cast<std::size_t>(tid) * Net::num_params; };
+        auto partial = [&](std::size_t slot) { return partial_.data() + slot * Net::num_params; };
         parallel_for_ordered(
             groups, threads,
-            [&](std::size_t i, int tid) {
+            [&](std::size_t i, int tid, std::size_t slot) {
                 // The group's first chunk writes the partial (pullback_assign), the others add to it.
                 T l = 0;
                 for (std::size_t c = i * per; c < std::min(chunks, (i + 1) * per); ++c)
-                    l += run_chunk(c, tid, partial(tid), c == i * per);
+                    l += run_chunk(c, tid, partial(slot), c == i * per);
                 losses[i] = l;
             },
-            [&](std::size_t, int tid) { kernels::add_to(g, partial(tid), Net::num_params); });
+            [&](std::size_t, std::size_t slot) { kernels::add_to(g, partial(slot), Net::num_params); });
         T total = 0;
         for (std::size_t i = 0; i < groups; ++i) total += losses[i];
         return total * scale;

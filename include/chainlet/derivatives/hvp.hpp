@@ -412,8 +412,9 @@ public:
         threads = resolve_threads(threads);
         if (scratch_.size() < static_cast<std::size_t>(threads)) scratch_.resize(static_cast<std::size_t>(threads));
         for (auto& s : scratch_) s.reserve();
-        // Two partials (gradient, product) per thread, added into g and hv group by group in order.
-        const std::size_t groups = num_groups(batch), partials = std::min(groups, static_cast<std::size_t>(threads));
+        // Two partials (gradient, product) per slot of parallel_for_ordered, added into g and hv group by
+        // group in order.
+        const std::size_t groups = num_groups(batch), partials = ordered_slots(groups, threads);
         if (partial_.size() < 2 * partials * Net::num_params) partial_.resize(2 * partials * Net::num_params);
         if (losses_.size() < groups) losses_.resize(groups);
     }
@@ -429,12 +430,12 @@ public:
         const std::size_t chunks = num_chunks(n), per = chunks_per_group(n), groups = num_groups(n);
         if (g) std::fill_n(g, P, T(0));
         if (hv) std::fill_n(hv, P, T(0));
-        auto partial = [&](int tid) { return partial_.data() + 2 * static_cast<std::size_t>(tid) * P; };
+        auto partial = [&](std::size_t slot) { return partial_.data() + 2 * slot * P; };
         parallel_for_ordered(
             groups, threads,
-            [&](std::size_t gi, int tid) {
+            [&](std::size_t gi, int tid, std::size_t slot) {
                 Scratch& s = scratch_[static_cast<std::size_t>(tid)];
-                T* pg = partial(tid);
+                T* pg = partial(slot);
                 T* ph = pg + P;
                 std::fill_n(pg, 2 * P, T(0));
                 T l = 0;
@@ -446,9 +447,9 @@ public:
                 }
                 losses_[gi] = l;
             },
-            [&](std::size_t, int tid) {
-                if (g) kernels::add_to(g, partial(tid), P);
-                if (hv) kernels::add_to(hv, partial(tid) + P, P);
+            [&](std::size_t, std::size_t slot) {
+                if (g) kernels::add_to(g, partial(slot), P);
+                if (hv) kernels::add_to(hv, partial(slot) + P, P);
             });
         T total = 0;
         for (std::size_t i = 0; i < groups; ++i) total += losses_[i];

@@ -660,8 +660,8 @@ public:
         threads = resolve_threads(threads);
         if (scratch_.size() < static_cast<std::size_t>(threads)) scratch_.resize(static_cast<std::size_t>(threads));
         for (auto& s : scratch_) s.reserve(Net::in_size, C_, chunk_);
-        // One partial gradient per thread, added into g group by group in order.
-        const std::size_t groups = num_groups(batch), partials = std::min(groups, static_cast<std::size_t>(threads));
+        // One partial gradient per slot of parallel_for_ordered, added into g group by group in order.
+        const std::size_t groups = num_groups(batch), partials = ordered_slots(groups, threads);
         if (partial_.size() < partials * Net::num_params) partial_.resize(partials * Net::num_params);
         if (losses_.size() < groups) losses_.resize(groups);
     }
@@ -724,12 +724,12 @@ public:
         reserve(n, threads);
         const T scale = weight / static_cast<T>(n);
         const std::size_t chunks = num_chunks(n), per = chunks_per_group(n), groups = num_groups(n);
-        auto partial = [&](int tid) { return partial_.data() + static_cast<std::size_t>(tid) * Net::num_params; };
+        auto partial = [&](std::size_t slot) { return partial_.data() + slot * Net::num_params; };
         parallel_for_ordered(
             groups, threads,
-            [&](std::size_t gi, int tid) {
+            [&](std::size_t gi, int tid, std::size_t slot) {
                 Scratch& s = scratch_[static_cast<std::size_t>(tid)];
-                T* part = partial(tid);
+                T* part = partial(slot);
                 std::fill_n(part, Net::num_params, T(0));
                 T l = 0;
                 for (std::size_t c = gi * per; c < std::min(chunks, (gi + 1) * per); ++c) {
@@ -744,7 +744,7 @@ public:
                 }
                 losses_[gi] = l;
             },
-            [&](std::size_t, int tid) { kernels::add_to(g, partial(tid), Net::num_params); });
+            [&](std::size_t, std::size_t slot) { kernels::add_to(g, partial(slot), Net::num_params); });
         T total = 0;
         for (std::size_t i = 0; i < groups; ++i) total += losses_[i];
         return total * scale;
