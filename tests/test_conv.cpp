@@ -79,8 +79,9 @@ TEST_CASE("Conv shapes", "[conv]") {
 
 TEMPLATE_TEST_CASE("conv_weight_grad's register tiles match the twin", "[conv][kernel]", float, double) {
     // Output channels that pick each tile shape (3 x 8 for multiples of 8, 4 x 6 for multiples of 6 in
-    // float with AVX-512, 4 x 4 and smaller otherwise), K = KH * KW * IC leaving every remainder of the
-    // row blocks (K % 3 from 0 to 2 for 3 x 8, K % 4 from 0 to 3 for 4 x 6), and sample counts of one
+    // float with AVX-512; with AVX2 2 x 6 for multiples of 6 in float; 4 x 4, or 6 x 2 with 16 registers,
+    // and smaller otherwise), K = KH * KW * IC leaving every remainder of the row blocks (K % 3 from 0 to
+    // 2 for 3 x 8, K % 4 from 0 to 3 for 4 x 6, K % 6 from 0 to 5 for 6 x 2), and sample counts of one
     // vector, less, and more with a tail (pairs of vectors, one vector left, and a scalar tail).
     using T = TestType;
     auto check = [&]<std::size_t IC, std::size_t KH, std::size_t KW, std::size_t OC>() {
@@ -106,6 +107,8 @@ TEMPLATE_TEST_CASE("conv_weight_grad's register tiles match the twin", "[conv][k
     check.template operator()<2, 2, 2, 6>();   // K = 8: 4 + 4
     check.template operator()<1, 1, 3, 6>();   // K = 3: 2 + 1
     check.template operator()<3, 1, 1, 5>();   // K = 3, OC = 5: 4 x 4 and smaller
+    check.template operator()<2, 2, 3, 16>();  // K = 12: 6 + 6 with 16 registers
+    check.template operator()<1, 5, 7, 8>();   // K = 35: 6 x 5 + 2 + 2 + 1 with 16 registers
 }
 
 TEMPLATE_TEST_CASE("conv kernels match their scalar twins on odd sizes", "[conv][kernel]", float, double) {

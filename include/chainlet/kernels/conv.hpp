@@ -170,7 +170,8 @@ namespace detail {
 
 // One MR x PR tile of conv_weight_grad over samples [j0, j1) in steps of NV * lanes<VV>: acc[i][j] += the
 // products for rows k0 + i and channels oc0 + j, lane by lane. Per pixel and vector of samples it loads
-// the MR input vectors, then one dz vector per channel, used at once: MR * PR + MR + 1 vector registers.
+// the MR input vectors, then one dz vector per channel, used at once: MR * PR + MR + 1 vector registers
+// (where those do not fit, the PR dz vectors first, then one input vector at a time).
 // NV vectors of samples per pixel: with NV = 2 each pixel's 64-byte rows are read whole in one visit (a
 // chunk of 16 floats is two AVX2 vectors) instead of half a row in each of two sweeps over the image. N:
 // the chunk's samples if known at compile time (0: run_time_n), so that the PR dz rows, N apart, are
@@ -199,11 +200,22 @@ template <class VV, int MR, int PR, int NV, size_t N, class T>
         const T* drow = dz + oc0 * n + v;  // dz's rows of pixels follow each other
         for (size_t p = 0, ox = 0; p < pixels; ++p) {
             for (int u = 0; u < NV; ++u) {
-                VV av[MR];
-                for (int i = 0; i < MR; ++i) av[i] = pinned(loadv<VV>(arow + a_off[i] + u * L));
-                for (int j = 0; j < PR; ++j) {
-                    const VV b = pinned(loadv<VV>(drow + j * n + u * L));
-                    for (int i = 0; i < MR; ++i) acc[i][j] = simd::fma(av[i], b, acc[i][j]);
+                if constexpr (MR * PR + MR + 1 <= simd::vector_registers) {
+                    VV av[MR];
+                    for (int i = 0; i < MR; ++i) av[i] = pinned(loadv<VV>(arow + a_off[i] + u * L));
+                    for (int j = 0; j < PR; ++j) {
+                        const VV b = pinned(loadv<VV>(drow + j * n + u * L));
+                        for (int i = 0; i < MR; ++i) acc[i][j] = simd::fma(av[i], b, acc[i][j]);
+                    }
+                } else {
+                    // A tall tile (6 x 2 with 16 registers): the PR dz vectors first, then each input vector
+                    // for its PR FMAs, MR * PR + PR + 1 registers.
+                    VV bv[PR];
+                    for (int j = 0; j < PR; ++j) bv[j] = pinned(loadv<VV>(drow + j * n + u * L));
+                    for (int i = 0; i < MR; ++i) {
+                        const VV a = pinned(loadv<VV>(arow + a_off[i] + u * L));
+                        for (int j = 0; j < PR; ++j) acc[i][j] = simd::fma(a, bv[j], acc[i][j]);
+                    }
                 }
             }
             arow += a_step;
@@ -258,8 +270,8 @@ namespace detail {
 // Calls tile.template operator()<MR, PR>(k0, oc0) for the register tiles of conv_weight_grad in T, in a
 // fixed order that covers every (k, oc) of the shape once. With 32 vector registers (AVX-512) and float,
 // the tiles are 3 x 8 when OC is a multiple of 8 and 4 x 6 for a multiple of 6 (LeNet5's convolutions:
-// 16 and 6 channels); with 16 (AVX2) and float, 2 x 6 for a multiple of 6; else 4 x tile_vectors and
-// smaller.
+// 16 and 6 channels); with 16 (AVX2) and float, 2 x 6 for a multiple of 6; else 4 x 4 (6 x 2 with 16
+// registers) and smaller.
 template <class T, class Tile>
 [[gnu::always_inline]] inline void for_weight_grad_tiles(const ConvShape& s, Tile&& tile) {
     // Rows k in blocks of MR (then 2, 1), each across the channels in blocks of exactly PR.
@@ -286,8 +298,12 @@ template <class T, class Tile>
     } else if (six_channel_tiles && s.OC % 6 == 0) {
         wide.template operator()<2, 6>();
     } else {
-        // 4 x 4, or 4 x 2 with 16 vector registers (MR * PR + MR + 1 must fit)
-        for_row_blocks(s.K(), [&]<int MR>(size_t k0) {
+        // 4 x 4; with 16 vector registers 6 x 2, its dz vectors loaded first (12 accumulators, 2 dz
+        // vectors and an input vector: 8 loads per 12 FMAs). The 4 x 2 tile it replaced had 8 accumulators
+        // (two FMAs each per pixel: just the FMA latency on two pipes) and loaded 6 per 8 (LeNet5's second
+        // convolution, a chunk of 16, Zen 3: weight gradient 72-74 -> 59-60 us; 5 x 2 67-69, 7 x 2 102,
+        // spilled; in double 220-228 -> 194-197 us).
+        for_row_blocks<simd::vector_registers < 32 ? 6 : 4>(s.K(), [&]<int MR>(size_t k0) {
             for_row_blocks<tile_vectors>(s.OC, [&]<int PR>(size_t oc0) {
                 tile.template operator()<MR, PR>(k0, oc0);
             });
