@@ -121,8 +121,9 @@ void parallel_for_ordered(std::size_t n, int threads, Work&& work, InOrder&& in_
             ok[s].store(true, std::memory_order_relaxed);
         }
         std::exception_ptr error;
-        // Adds the finished items in order while the next one is finished; false if another thread is
-        // adding (it looks again after letting go, so an item finished meanwhile is not left behind).
+        // Makes the in_order calls of the finished items that are next in order; returns at once if another
+        // thread is making them (that one looks again after letting go, so an item finished meanwhile is
+        // not left behind: of its store to finished and our look at adding, one sees the other).
         const auto add_finished = [&] {
             const auto next_finished = [&](std::size_t k) {
                 return k < n && !stopped.load() && finished[k % slots].load() == k + 1;
