@@ -4,9 +4,9 @@
 // sized so a chunk's activations stay in the L2 cache), as equal as multiples of 16 allow (chunk_size),
 // and the chunks into at most 32 groups of consecutive chunks. Groups run on OpenMP threads, each on
 // its thread's scratch; a group adds its chunks' gradients in order into a partial gradient (one of
-// twice as many as threads), which is then added into g in group order (parallel_for_ordered). The chunking, the grouping and the
-// order of every sum depend on the batch size alone, never on the thread count, so the same inputs give
-// the same bits with any number of threads.
+// twice as many as threads), which is then added into g in group order (parallel_for_ordered). The
+// chunking, the grouping and the order of every sum depend on the batch size alone, never on the thread
+// count, so the same inputs give the same bits with any number of threads.
 //
 // A workspace is not shared between concurrent callers; each thread that calls the library brings its
 // own (the convenience functions in train.hpp keep one per thread).
