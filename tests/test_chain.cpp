@@ -172,6 +172,37 @@ TEST_CASE("Chain: predict writes the caller's buffer and agrees with the forward
     REQUIRE(out == kept);  // an earlier result is never overwritten by a later call
 }
 
+// predict runs a chunk of 2 or more samples that does not fill whole vectors padded with copies of its
+// last sample (workspace.hpp): every sample's outputs must be the bits it gets in a batch of whole
+// vectors, from float or byte inputs. (test_no_alloc: a workspace made for the batch holds the padding.)
+TEMPLATE_TEST_CASE("Chain: predict of a batch that does not fill whole vectors", "[chain]", float, double) {
+    using T = TestType;
+    using Img = Chain<Input<6, 6, 2>, Conv<3, 3, 4, Tanh>, MaxPool<2>, Flatten, Dense<5, ReLU>, Dense<3>>;
+    constexpr std::size_t full = 32;
+    std::vector<T> p(Img::num_params);
+    init_params<Img>(p, 4);
+    std::vector<std::uint8_t> bytes(full * Img::in_size);
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>((i * 2654435761u) >> 24);
+    std::vector<T> x(bytes.size());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>(bytes[i]) * T(0.01) - T(1);
+    std::vector<T> ref(full * 3);
+    Workspace<Img, T>(full, 1).predict(p.data(), InputRows<T>{x.data()}, ref.data(), full);
+    for (std::size_t n = 2; n <= 17; ++n) {
+        INFO("n=" << n);
+        std::vector<T> out(n * 3, T(-7)), out_bytes(n * 3, T(-7));
+        Workspace<Img, T> ws(n, 1);
+        ws.predict(p.data(), InputRows<T>{x.data()}, out.data(), n);
+        ws.predict(p.data(), InputRows<T, std::uint8_t>{bytes.data(), T(0.01), T(-1)}, out_bytes.data(), n);
+        // a chunk of one sample (n = 17: 16 + 1) takes the one-sample path, whose sums may round otherwise
+        const std::size_t checked = n == 17 ? 16 : n;
+        for (std::size_t i = 0; i < checked * 3; ++i) {
+            REQUIRE(out[i] == ref[i]);
+            REQUIRE(out_bytes[i] == ref[i]);
+        }
+        for (std::size_t i = checked * 3; i < n * 3; ++i) REQUIRE(out[i] == Approx(ref[i]).epsilon(1e-5));
+    }
+}
+
 // predict reads a chunk's inputs before it writes the chunk's outputs, also for one sample: a one-layer
 // chain (nothing between reading x and writing out) predicts in place, as into another buffer.
 TEST_CASE("Chain: predict of one sample into the buffer holding its input", "[chain]") {

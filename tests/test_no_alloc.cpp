@@ -39,6 +39,22 @@ TEST_CASE("a training step allocates nothing: 1 sample, one chunk, many chunks o
     }
 }
 
+// predict pads a chunk of 2 to 7 floats to 8 (a vector of AVX2; workspace.hpp): the workspace made for
+// the batch must have room for the padding, so that its first call does not grow it.
+TEST_CASE("predict with a workspace made for its batch allocates nothing, also for a padded chunk", "[alloc]") {
+    for (std::size_t n : {std::size_t(1), std::size_t(2), std::size_t(7), std::size_t(9), std::size_t(300)}) {
+        std::vector<float> p(Tiny::num_params), out(4 * n);
+        init_params<Tiny>(p, 1);
+        const auto x = test::random_vector<float>(4 * n, 2);
+        Workspace<Tiny, float> ws(n, 1);
+        const long before = allocations.load();
+        predict<Tiny>(ws, p, x, out, 1);
+        const long during = allocations.load() - before;
+        INFO("n=" << n);
+        REQUIRE(during == 0);
+    }
+}
+
 TEST_CASE("the counter sees allocations (the test above could fail)", "[alloc]") {
     const long before = allocations.load();
     auto* v = new std::vector<float>(100);

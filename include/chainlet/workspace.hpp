@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "chainlet/kernels/elementwise.hpp"
+#include "chainlet/kernels/simd.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/losses.hpp"
 #include "chainlet/memory.hpp"
@@ -51,6 +52,16 @@ struct InputRows {
         if constexpr (std::is_same_v<S, T>)
             if (n == 1) return data + static_cast<std::size_t>(index ? *index : first) * F;
         gather(F, first, index, n, dst);
+        return dst;
+    }
+    // Samples [first, first + n) as a feature-major chunk of np >= n samples, the last np - n of which
+    // repeat sample first + n - 1 (Workspace::predict pads chunks to whole vectors). rows: np entries.
+    const T* padded_chunk(std::size_t F, std::size_t first, std::size_t n, std::size_t np, std::uint32_t* rows,
+                          T* dst) const {
+        for (std::size_t s = 0; s < np; ++s) rows[s] = static_cast<std::uint32_t>(std::min(s, n - 1));
+        InputRows from_first = *this;
+        from_first.data += first * F;
+        from_first.gather(F, 0, rows, np, dst);
         return dst;
     }
 };
@@ -122,7 +133,9 @@ public:
     // larger batches or more threads grow the workspace; calls within these bounds never allocate.
     void reserve(std::size_t batch, int threads = 0) {
         threads = resolve_threads(threads);
-        const std::size_t per_chunk = std::min(std::max<std::size_t>(batch, 1), chunk);
+        // predict pads a chunk of more than one sample to whole vectors (chunk is a multiple of 16).
+        const std::size_t per_chunk =
+            batch <= 1 ? 1 : std::min((batch + simd::width<T> - 1) / simd::width<T> * simd::width<T>, chunk);
         if (scratch_.size() < static_cast<std::size_t>(threads)) scratch_.resize(static_cast<std::size_t>(threads));
         for (auto& s : scratch_) s.reserve(per_chunk);
         // One partial gradient per slot of parallel_for_ordered (twice the threads; added into g group by
@@ -218,6 +231,11 @@ public:
     }
 
     // out: n rows of Net::out_size, sample-major.
+    //
+    // A chunk of more than one sample whose size is not a multiple of the vector width runs padded to
+    // whole vectors, the padding repeating its last sample: the kernels' scalar tails cost about as much
+    // per sample as a whole vector of samples (LeNet5, 1 thread: a batch of 7 took 433 us, one of 8 took
+    // 60 us; docs/profile.md). A sample's outputs do not depend on its chunk's other samples.
     template <class S = T>
     void predict(const T* p, InputRows<T, S> x, T* out, std::size_t n, int threads = 1) {
         threads = resolve_threads(threads);
@@ -226,12 +244,21 @@ public:
         parallel_for(num_chunks(n), threads, [&](std::size_t c, int tid) {
             Scratch& s = scratch_[static_cast<std::size_t>(tid)];
             const std::size_t s0 = c * size, m = std::min(size, n - s0);
+            constexpr std::size_t w = simd::width<T>;
+            const std::size_t mp = m > 1 ? (m + w - 1) / w * w : m;
+            const T* xc;
+            if (mp == m) {
+                xc = x.chunk(Net::in_size, s0, nullptr, m, s.x);
+            } else {
+                std::uint32_t rows[chunk];
+                xc = x.padded_chunk(Net::in_size, s0, m, mp, rows, s.x);
+            }
             // The output goes through s.y, also for one sample: written straight into out, an out
             // overlapping this sample's input (predict(p, x, x) of a one-layer chain) would be read
             // after being written.
-            Net::forward(p, x.chunk(Net::in_size, s0, nullptr, m, s.x), s.y, s.saved, m, Pass{.first_sample = s0});
+            Net::forward(p, xc, s.y, s.saved, mp, Pass{.first_sample = s0});
             if (m == 1) std::copy_n(s.y, Net::out_size, out + s0 * Net::out_size);
-            else kernels::scatter_transpose(s.y, Net::out_size, m, out + s0 * Net::out_size);
+            else kernels::scatter_transpose(s.y, Net::out_size, m, out + s0 * Net::out_size, mp);
         });
     }
 

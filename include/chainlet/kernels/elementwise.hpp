@@ -321,11 +321,16 @@ void gather_transpose(const S* src, size_t F, const std::uint32_t* index, size_t
     gather_transpose(src, F, index, n, dst, [](S v) { return static_cast<D>(v); });
 }
 
-// Sample-major rows from a feature-major chunk: dst[s * F + f] = src[f * n + s].
+// Sample-major rows from a feature-major chunk: dst[s * F + f] = src[f * ld + s] for the first n of
+// the chunk's ld >= n samples.
+template <class T>
+void scatter_transpose(const T* src, size_t F, size_t n, T* dst, size_t ld) {
+    for (size_t f = 0; f < F; ++f)
+        for (size_t s = 0; s < n; ++s) dst[s * F + f] = src[f * ld + s];
+}
 template <class T>
 void scatter_transpose(const T* src, size_t F, size_t n, T* dst) {
-    for (size_t f = 0; f < F; ++f)
-        for (size_t s = 0; s < n; ++s) dst[s * F + f] = src[f * n + s];
+    scatter_transpose(src, F, n, dst, n);
 }
 
 }  // namespace chainlet::kernels
