@@ -173,33 +173,38 @@ TEST_CASE("Chain: predict writes the caller's buffer and agrees with the forward
 }
 
 // predict runs a chunk of 2 or more samples that does not fill whole vectors padded with copies of its
-// last sample (workspace.hpp): every sample's outputs must be the bits it gets in a batch of whole
-// vectors, from float or byte inputs. (test_no_alloc: a workspace made for the batch holds the padding.)
+// last sample (workspace.hpp): every sample's outputs must be the bits it gets in a chunk of 16 (whole
+// vectors at every width), from float or byte inputs, in a batch of one chunk (2-17 samples) and as the
+// last chunk of a batch of many (chunk + 3). (test_no_alloc: a workspace made for the batch holds the
+// padding.)
 TEMPLATE_TEST_CASE("Chain: predict of a batch that does not fill whole vectors", "[chain]", float, double) {
     using T = TestType;
     using Img = Chain<Input<6, 6, 2>, Conv<3, 3, 4, Tanh>, MaxPool<2>, Flatten, Dense<5, ReLU>, Dense<3>>;
-    constexpr std::size_t full = 32;
+    using WS = Workspace<Img, T>;
+    constexpr std::size_t rows = (WS::chunk + 3 + 15) / 16 * 16;
     std::vector<T> p(Img::num_params);
     init_params<Img>(p, 4);
-    std::vector<std::uint8_t> bytes(full * Img::in_size);
+    std::vector<std::uint8_t> bytes(rows * Img::in_size);
     for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>((i * 2654435761u) >> 24);
     std::vector<T> x(bytes.size());
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>(bytes[i]) * T(0.01) - T(1);
-    std::vector<T> ref(full * 3);
-    Workspace<Img, T>(full, 1).predict(p.data(), InputRows<T>{x.data()}, ref.data(), full);
-    for (std::size_t n = 2; n <= 17; ++n) {
-        INFO("n=" << n);
+    std::vector<T> ref(rows * 3);
+    WS ref_ws(16, 1);
+    for (std::size_t s0 = 0; s0 < rows; s0 += 16)
+        ref_ws.predict(p.data(), InputRows<T>{x.data() + s0 * Img::in_size}, ref.data() + s0 * 3, 16);
+    std::vector<std::size_t> sizes{WS::chunk + 3};
+    for (std::size_t n = 2; n <= 17; ++n) sizes.push_back(n);
+    for (const std::size_t n : sizes) {
+        INFO("n=" << n << ", chunks of " << WS::chunk_size(n));
+        REQUIRE((n <= WS::chunk || n % WS::chunk_size(n) > 1));  // no one-sample chunk (a path of its own)
         std::vector<T> out(n * 3, T(-7)), out_bytes(n * 3, T(-7));
-        Workspace<Img, T> ws(n, 1);
+        WS ws(n, 1);
         ws.predict(p.data(), InputRows<T>{x.data()}, out.data(), n);
         ws.predict(p.data(), InputRows<T, std::uint8_t>{bytes.data(), T(0.01), T(-1)}, out_bytes.data(), n);
-        // a chunk of one sample (n = 17: 16 + 1) takes the one-sample path, whose sums may round otherwise
-        const std::size_t checked = n == 17 ? 16 : n;
-        for (std::size_t i = 0; i < checked * 3; ++i) {
+        for (std::size_t i = 0; i < n * 3; ++i) {
             REQUIRE(out[i] == ref[i]);
             REQUIRE(out_bytes[i] == ref[i]);
         }
-        for (std::size_t i = checked * 3; i < n * 3; ++i) REQUIRE(out[i] == Approx(ref[i]).epsilon(1e-5));
     }
 }
 
