@@ -176,12 +176,17 @@ inline Tile<T, AOff, BOff> moved(Tile<T, AOff, BOff> t, size_t m, ptrdiff_t shif
 inline constexpr int tile_vectors = simd::vector_registers >= 32 ? 4 : 2;
 
 // Calls tile<MR>(m) over the rows [0, M) in blocks of B (4 unless asked; conv_valid asks for 6 on
-// 16-register machines, see there), then 2, then 1. Always inlined, so that a caller's always-inlined
+// 16-register machines, see there; nn_panel 8 for its one-vector tiles), then 4 (after 8), 2, then 1. Always inlined, so that a caller's always-inlined
 // tile lambda (conv_valid) is inlined all the way.
 template <int B = 4, class F>
 [[gnu::always_inline]] inline void for_row_blocks(size_t M, F&& tile) {
     size_t m = 0;
     for (const size_t m_end = M - M % B; m < m_end; m += B) tile.template operator()<B>(m);
+    if constexpr (B == 8)
+        if (M - m >= 4) {
+            tile.template operator()<4>(m);
+            m += 4;
+        }
     if constexpr (B > 2)
         for (; M - m >= 2; m += 2) tile.template operator()<2>(m);
     if (m < M) tile.template operator()<1>(m);
@@ -200,35 +205,51 @@ template <class Epilogue, Init init, class V, int MR, int NR, class T, class AOf
 }
 
 // All of C for a tile description t whose vectorised dimension (contiguous in B and C, the vectors of a
-// tile side by side) has length N: NR-vector tiles, one-vector tiles, a half- and a quarter-width vector
-// where they fit (a Dense layer of 120 or 84 outputs), then scalars.
+// tile side by side) has length N: NR-vector tiles of 4 rows, then the columns they leave — the rest of
+// the whole vectors as one tile of 2 or 3 vectors, or of one vector and 8 rows; a half- and a
+// quarter-width vector of 8 rows where they fit (a Dense layer of 120 or 84 outputs); scalars — each in a
+// pass over the rows of its own. Every tile keeps at least 8 accumulators where it can: two FMA pipes
+// of latency 4 need 8 independent sums, and a 4 x 1 tile (LeNet5's Dense layers on a chunk of 16
+// samples, one AVX-512 vector) held an Intel core with two 512-bit pipes to half its peak. The tile
+// shape does not change a sum: each output adds its products in the order of k.
 template <class Epilogue, Init init, class T, class AOff, class BOff>
 inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff>& t) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
     constexpr int NR = tile_vectors;
-    for_row_blocks(M, [&]<int MR>(size_t m) {
-        size_t n = 0;
-        if constexpr (simd::enabled) {
-            const size_t full_tiles_end = N - N % (NR * W), vectors_end = N - N % W;
-            nn_tile_run<Epilogue, init, V, MR, NR>(t, m, 0, full_tiles_end);
-            nn_tile_run<Epilogue, init, V, MR, 1>(t, m, full_tiles_end, vectors_end);
-            n = vectors_end;
-            using H = simd::sized_vec<T, W / 2>;
-            if constexpr (W >= 8 && !std::is_void_v<H>)
-                if (N - n >= W / 2) {
-                    nn_tile_with<true, Epilogue, init, H, MR, 1>(moved<init>(t, m, static_cast<ptrdiff_t>(n)));
-                    n += W / 2;
-                }
-            using Q = simd::sized_vec<T, W / 4>;
-            if constexpr (W >= 16 && !std::is_void_v<Q>)
-                if (N - n >= W / 4) {
-                    nn_tile_with<true, Epilogue, init, Q, MR, 1>(moved<init>(t, m, static_cast<ptrdiff_t>(n)));
-                    n += W / 4;
-                }
-        }
-        nn_tile_run<Epilogue, init, T, MR, 1>(t, m, n, N);
-    });
+    size_t n = 0;
+    if constexpr (simd::enabled) {
+        const size_t full_tiles_end = N - N % (NR * W), vectors_end = N - N % W;
+        if (full_tiles_end > 0)
+            for_row_blocks(M, [&]<int MR>(size_t m) {
+                nn_tile_run<Epilogue, init, V, MR, NR>(t, m, 0, full_tiles_end);
+            });
+        // the whole vectors left: 1 .. NR - 1 of them, side by side in one tile
+        [&]<int... R>(std::integer_sequence<int, R...>) {
+            (..., [&] {
+                constexpr int NV = R + 1;
+                if (vectors_end - full_tiles_end != NV * W) return;
+                constexpr int B = NV == 1 ? 8 : 4;
+                for_row_blocks<B>(M, [&]<int MR>(size_t m) {
+                    nn_tile_run<Epilogue, init, V, MR, NV>(t, m, full_tiles_end, vectors_end);
+                });
+            }());
+        }(std::make_integer_sequence<int, NR - 1>{});
+        n = vectors_end;
+        auto part_vector = [&]<class P>() {
+            if (N - n < lanes<P>) return;
+            for_row_blocks<8>(M, [&]<int MR>(size_t m) {
+                nn_tile_run<Epilogue, init, P, MR, 1>(t, m, n, n + lanes<P>);
+            });
+            n += lanes<P>;
+        };
+        using H = simd::sized_vec<T, W / 2>;
+        if constexpr (W >= 8 && !std::is_void_v<H>) part_vector.template operator()<H>();
+        using Q = simd::sized_vec<T, W / 4>;
+        if constexpr (W >= 16 && !std::is_void_v<Q>) part_vector.template operator()<Q>();
+    }
+    if (n < N)
+        for_row_blocks(M, [&]<int MR>(size_t m) { nn_tile_run<Epilogue, init, T, MR, 1>(t, m, n, N); });
 }
 
 // C (M x N, row stride ldc) = Epilogue(start + A B), A(m, k) = a[m * a_rs + k * a_cs], B row stride ldb.
