@@ -38,8 +38,20 @@
 
 namespace chainlet {
 
+namespace detail {
+inline std::vector<std::size_t> layer_check_chunk_sizes() {
+    std::vector<std::size_t> sizes(3);
+    sizes[0] = 1;
+    sizes[1] = 3;
+    sizes[2] = 17;
+    return sizes;
+}
+}  // namespace detail
+
 struct LayerCheckOptions {
-    std::vector<std::size_t> chunk_sizes = {1, 3, 17};  // the one-sample route, a short chunk, vectors + tail
+    // the one-sample route, a short chunk, vectors + tail. (Not a braced list: g++ 12 at -O3 with AVX-512
+    // warned -Wmaybe-uninitialized on the list's backing array where a test inlined the default options.)
+    std::vector<std::size_t> chunk_sizes = detail::layer_check_chunk_sizes();
     std::uint64_t seed = 1;
     double param_scale = 0.5;   // parameters ~ N(0, param_scale^2)
     double input_scale = 1.0;   // inputs ~ N(0, input_scale^2)
