@@ -78,11 +78,11 @@ TEST_CASE("Conv shapes", "[conv]") {
 }
 
 TEMPLATE_TEST_CASE("conv_weight_grad's register tiles match the twin", "[conv][kernel]", float, double) {
-    // Output channels that pick each tile shape (3 x 8 for multiples of 8, 4 x 6 for multiples of 6 in
-    // float with AVX-512; with AVX2 2 x 6 for multiples of 6 in float; 4 x 4, or 6 x 2 with 16 registers,
-    // and smaller otherwise), K = KH * KW * IC leaving every remainder of the row blocks (K % 3 from 0 to
-    // 2 for 3 x 8, K % 4 from 0 to 3 for 4 x 6, K % 6 from 0 to 5 for 6 x 2), and sample counts of one
-    // vector, less, and more with a tail (pairs of vectors, one vector left, and a scalar tail).
+    // Output channels that pick each tile shape (6 x 4 for multiples of 4, 4 x 6 for other multiples of 6
+    // in float with AVX-512; with AVX2 2 x 6 for multiples of 6 in float; 4 x 4, or 6 x 2 with 16
+    // registers, and smaller otherwise), K = KH * KW * IC leaving every remainder of the row blocks (K % 6
+    // from 0 to 5 for 6 x 4 and 6 x 2, K % 4 from 0 to 3 for 4 x 6), and sample counts of one vector,
+    // less, and more with a tail (pairs of vectors, one vector left, and a scalar tail).
     using T = TestType;
     auto check = [&]<std::size_t IC, std::size_t KH, std::size_t KW, std::size_t OC>() {
         constexpr std::size_t IW = 7, IH = 6;
@@ -99,11 +99,13 @@ TEMPLATE_TEST_CASE("conv_weight_grad's register tiles match the twin", "[conv][k
             REQUIRE(test::max_rel_diff(g1, g2) < (sizeof(T) == 4 ? 2e-4 : 1e-11));
         }
     };
-    check.template operator()<1, 3, 3, 8>();   // K = 9: blocks of 3, none left
-    check.template operator()<2, 2, 2, 16>();  // K = 8: 3 + 3 + 2
-    check.template operator()<1, 2, 5, 8>();   // K = 10: 3 + 3 + 3 + 1
+    check.template operator()<1, 3, 3, 8>();   // K = 9: 6 + 2 + 1 (6 x 4 tiles)
+    check.template operator()<2, 2, 2, 16>();  // K = 8: 6 + 2
+    check.template operator()<1, 2, 5, 8>();   // K = 10: 6 + 2 + 2
+    check.template operator()<1, 5, 5, 8>();   // K = 25: 6 + 6 + 6 + 6 + 1
+    check.template operator()<1, 1, 5, 4>();   // K = 5: 2 + 2 + 1
     check.template operator()<1, 5, 5, 6>();   // K = 25: 4 x 6, one left (LeNet5's first convolution)
-    check.template operator()<2, 3, 1, 12>();  // K = 6: 4 + 2
+    check.template operator()<2, 3, 1, 12>();  // K = 6: one block of 6 (6 x 4), 4 + 2 with 4 x 6
     check.template operator()<2, 2, 2, 6>();   // K = 8: 4 + 4
     check.template operator()<1, 1, 3, 6>();   // K = 3: 2 + 1
     check.template operator()<3, 1, 1, 5>();   // K = 3, OC = 5: 4 x 4 and smaller

@@ -269,7 +269,7 @@ void conv_weight_grad_tile(const ConvShape& s, const T* in, const T* dz, size_t 
 namespace detail {
 // Calls tile.template operator()<MR, PR>(k0, oc0) for the register tiles of conv_weight_grad in T, in a
 // fixed order that covers every (k, oc) of the shape once. With 32 vector registers (AVX-512) and float,
-// the tiles are 3 x 8 when OC is a multiple of 8 and 4 x 6 for a multiple of 6 (LeNet5's convolutions:
+// the tiles are 6 x 4 when OC is a multiple of 4 and 4 x 6 for a multiple of 6 (LeNet5's convolutions:
 // 16 and 6 channels); with 16 (AVX2) and float, 2 x 6 for a multiple of 6; else 4 x 4 (6 x 2 with 16
 // registers) and smaller.
 template <class T, class Tile>
@@ -291,8 +291,14 @@ template <class T, class Tile>
     // tiles for the second convolution's 16 channels: 151 -> 153-154 us, not taken; 6 x 2, 5 x 2, 4 x 3
     // and 3 x 3 for the first: 54-61 us against 49-53, docs/profile.md).
     constexpr bool six_channel_tiles = simd::vector_registers < 32 && std::is_same_v<T, float>;
-    if (wide_tiles && s.OC % 8 == 0) {
-        wide.template operator()<3, 8>();
+    // 6 x 4 rather than 3 x 8 for a multiple of 4 channels: both have 24 accumulators, but 6 x 4 loads 10
+    // operands per 24 FMAs, not 11, and each dz row of a pixel serves 6 rows of k, not 3, where the image
+    // does not fit L1 and its rows come from L2 (LeNet5's second convolution, a chunk of 16, on an Intel
+    // Xeon with two 512-bit FMA pipes, 1 thread: 36.4-38.9 -> 33.8-36.5 us, 58 -> 62-65 % of the peak;
+    // 4 x 4, 5 x 4, 7 x 4 in between; 2 x 8, 2 x 16, 1 x 16 slower. On Zen 4, before the sweep kept its
+    // accumulators in registers, 6 x 4 had measured slower than 4 x 4; it was not measured there since.)
+    if (wide_tiles && s.OC % 4 == 0) {
+        wide.template operator()<6, 4>();
     } else if (wide_tiles && s.OC % 6 == 0) {
         wide.template operator()<4, 6>();
     } else if (six_channel_tiles && s.OC % 6 == 0) {
