@@ -115,7 +115,7 @@ TEMPLATE_TEST_CASE("conv_weight_grad's register tiles match the twin", "[conv][k
 
 TEMPLATE_TEST_CASE("conv kernels match their scalar twins on odd sizes", "[conv][kernel]", float, double) {
     using T = TestType;
-    // 7 output channels: row blocks of 4, 2 and 1; 12: blocks of 6 where there are 16 vector registers.
+    // 7 output channels: row blocks of 4, 2 and 1; 12: blocks of 6 (6 x 2 or 6 x 4 pixel tiles).
     constexpr std::size_t IW = 9, IC = 3, KH = 3, KW = 2, IH = 6;
     constexpr auto patch = kernels::patch_offsets<KH, KW, IC, IW>();
     for (std::size_t OC : {7, 12}) {
@@ -220,8 +220,8 @@ TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window s
     // taps (left edge: a joining staircase), different last taps (right edge: a leaving staircase), or
     // both (a tile reaching both edges, inner width 2 in the first geometry: split in two); inner widths
     // 5 to 7 give last taps 4,3,2,1 / 4,4,3,2 / 4,4,4,3 (stages of no taps), the same geometry repeated
-    // first taps (1,0,0,0). 7 output channels: row blocks of 4, 2 and 1; 6 and 12: blocks of 6 where
-    // there are 16 vector registers (AVX2); n = 17: a scalar tail.
+    // first taps (1,0,0,0). 7 output channels: row blocks of 4, 2 and 1; 6 and 12: blocks of 6; n = 17:
+    // a scalar tail.
     using T = TestType;
     constexpr std::size_t IC = 3, KH = 3, KW = 4;
     const double tol = sizeof(T) == 4 ? 2e-5 : 1e-12;

@@ -113,11 +113,14 @@ template <class Epilogue, Init init, bool edges = true, class T, class AOff>
                 // scalar tiles would add compile time for a few samples)
                 for (; v < n; ++v) nn_tile<Epilogue, init, T, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(v)));
             };
-            // Output channels in blocks of 4 (then 2, 1); with 16 vector registers, blocks of 6 when they
-            // divide the channels: 6 x 2 accumulators, 2 input vectors and a broadcast fill 15 registers,
-            // and a 4 x 2 tile loads 6 operands per 8 FMAs where a 6 x 2 loads 8 per 12. (With 32
-            // registers, 6 x 4 pixel tiles measured 15 % slower on LeNet5's first convolution, Zen 4.)
-            if (simd::vector_registers < 32 && s.OC % 6 == 0)
+            // Output channels in blocks of 4 (then 2, 1), or of 6 when they divide the channels: with 16
+            // vector registers 6 x 2 accumulators, 2 input vectors and a broadcast fill 15 registers, and a
+            // 4 x 2 tile loads 6 operands per 8 FMAs where a 6 x 2 loads 8 per 12; with 32, 6 x 4 (29
+            // registers) against 4 x 4 and 2 x 4 tiles for 6 channels, 8 accumulators too few for two
+            // 512-bit FMA pipes (Intel Xeon, 1 thread, a chunk of 16: LeNet5's first convolution forward
+            // 17.3-17.5 -> 16.0-16.1 us, the second's input gradient 39.0-39.3 -> 32.0-33.3 us; on Zen 4,
+            // whose FMA pipes are 256 bits wide, 6 x 4 had measured 15 % slower on the first convolution).
+            if (s.OC % 6 == 0)
                 for_row_blocks<6>(s.OC, channel_tiles);
             else
                 for_row_blocks(s.OC, channel_tiles);
