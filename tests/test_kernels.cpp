@@ -24,10 +24,15 @@ const std::size_t sizes[] = {1, 3, 7, 17, 33, 70};
 // float, 4 and 12 end in a quarter, 29 = 16 + 8 + 4 + 1 runs every width.
 const std::size_t narrow_tail_sizes[] = {1, 3, 4, 7, 12, 17, 29, 33, 70};
 
+// gemm_nn's columns: with NR-vector tiles of W lanes, N % (NR * W) picks the tiles past the full ones
+// (AVX-512 float, NR * W = 64: 17 one vector and a scalar, 33 two vectors, 58 three vectors, a half
+// vector and scalars, 29 a vector, a half and a quarter vector and a scalar, 70 a quarter vector).
+const std::size_t gemm_nn_columns[] = {1, 3, 7, 17, 29, 33, 58, 70};
+
 template <class Act, Init init, class T>
 void check_gemm_nn(bool transposed_a, bool with_z) {
-    for (std::size_t M : sizes)
-        for (std::size_t N : sizes)
+    for (std::size_t M : sizes)  // 17, 33 and 70 rows: blocks of 8, then 4, 2 and 1
+        for (std::size_t N : gemm_nn_columns)
             for (std::size_t K : {std::size_t(1), std::size_t(5), std::size_t(19)}) {
                 const auto a = test::random_vector<T>(M * K, M * 100 + K);
                 const auto b = test::random_vector<T>(K * N, N * 7 + K);
