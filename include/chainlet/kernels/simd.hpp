@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <type_traits>
 
 #ifndef CHAINLET_SCALAR
@@ -223,6 +224,12 @@ inline V sqrt(V a) { CHAINLET_SIMD_OR_STD(xsimd::sqrt(a), std::sqrt(a)); }
 // NaN != NaN is false there.
 template <class V>
 inline auto isnan(V a) { CHAINLET_SIMD_OR_STD(xsimd::isnan(a), std::isnan(a)); }
+// a, with zero in the lanes where |a| is below the smallest normal number (NaN compares false: kept).
+template <class V>
+inline V flush_subnormal(V a) {
+    using T = scalar_t<V>;
+    return simd::select(simd::abs(a) < V(std::numeric_limits<T>::min()), V(T(0)), a);
+}
 template <class V>
 inline V tanh_exact(V a) { CHAINLET_SIMD_OR_STD(xsimd::tanh(a), std::tanh(a)); }
 #undef CHAINLET_SIMD_OR_STD
