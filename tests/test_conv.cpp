@@ -66,7 +66,55 @@ TEST_CASE("Conv gradients (double, finite differences) and forward pass, valid p
 TEST_CASE("Conv gradients (double, finite differences) and forward pass, same padding", "[conv][gradient]") {
     check_conv<7, 6, 1, 3, 3, 2, Identity, Padding::same>();
     check_conv<6, 5, 3, 5, 5, 4, Sigmoid, Padding::same>();
+    check_conv<5, 6, 3, 3, 3, 19, Tanh, Padding::same>();  // one sample: vector tiles and tails along 19 channels
     check_conv<5, 6, 2, 2, 4, 3, Softplus, Padding::same>();  // even kernel: one more at the bottom/right
+}
+
+// A chunk of one sample runs its own route (vectors along the output channels, Conv::forward_one).
+// Its outputs and pre-activations must be those of the same sample inside a chunk of 3 (conv_valid,
+// vectors along the samples) and of the definition. Channel counts for every tile of gemm_nn's panel:
+// 37 (float: 2 vectors, a quarter, a scalar; double: 4 vectors, a half, a scalar), 16, 6 (LeNet5's
+// first convolution) and a Conv1D of 32; the GELU layer keeps z in saved, after the padded input.
+template <class T, std::size_t H, std::size_t W, std::size_t C, std::size_t KH, std::size_t KW, std::size_t OC, class Act,
+          Padding Pad>
+void check_one_sample_forward() {
+    using L = typename Conv<KH, KW, OC, Act, Pad>::template bound<Shape<H, W, C>>;
+    INFO("H=" << H << " W=" << W << " C=" << C << " K=" << KH << "x" << KW << " OC=" << OC);
+    constexpr std::size_t n = 3;
+    const auto p = test::random_vector<T>(L::num_params, 7, 0.5);
+    const auto x = test::random_vector<T>(L::in_size * n, 8);
+    std::vector<T> y(L::out_size * n), saved(L::saved_per_sample * n);
+    L::forward(p.data(), x.data(), y.data(), saved.data(), n);
+    const auto pd = std::vector<double>(p.begin(), p.end());
+    const auto ref = reference_forward<L, H, W, C, KH, KW, OC, Act>(pd, std::vector<double>(x.begin(), x.end()), n);
+    const double tol = sizeof(T) == 4 ? 2e-5 : 1e-12;
+    for (std::size_t s = 0; s < n; ++s) {
+        INFO("sample " << s);
+        std::vector<T> x1(L::in_size), y1(L::out_size), saved1(L::saved_per_sample);
+        for (std::size_t f = 0; f < L::in_size; ++f) x1[f] = x[f * n + s];
+        L::forward(p.data(), x1.data(), y1.data(), saved1.data(), 1);
+        std::vector<T> y3(L::out_size), r(L::out_size);
+        for (std::size_t f = 0; f < L::out_size; ++f) {
+            y3[f] = y[f * n + s];
+            r[f] = static_cast<T>(ref[f * n + s]);
+        }
+        REQUIRE(test::max_rel_diff(y1, y3) < tol);
+        REQUIRE(test::max_rel_diff(y1, r) < tol);
+        if constexpr (!Act::derivative_from_output) {
+            std::vector<T> z1(saved1.end() - L::out_size, saved1.end()), z3(L::out_size);
+            for (std::size_t f = 0; f < L::out_size; ++f) z3[f] = saved[(L::saved_per_sample - L::out_size + f) * n + s];
+            REQUIRE(test::max_rel_diff(z1, z3) < tol);
+        }
+    }
+}
+
+TEMPLATE_TEST_CASE("Conv forward of one sample (vectors along the channels) equals the chunk's and the definition",
+                   "[conv][kernel]", float, double) {
+    using T = TestType;
+    check_one_sample_forward<T, 5, 6, 3, 3, 3, 37, Tanh, Padding::same>();
+    check_one_sample_forward<T, 4, 7, 2, 2, 3, 16, ReLU, Padding::valid>();
+    check_one_sample_forward<T, 9, 8, 1, 5, 5, 6, GELU, Padding::same>();
+    check_one_sample_forward<T, 1, 12, 4, 1, 5, 32, ReLU, Padding::same>();  // a Conv1D's shape
 }
 
 TEST_CASE("Conv shapes", "[conv]") {

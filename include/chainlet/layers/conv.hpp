@@ -112,7 +112,26 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
                 xp = saved;
             }
             T* z = Act::derivative_from_output ? nullptr : saved + xp_size * n;
+            if (n == 1) return forward_one(p, xp, y, z);
             conv_valid<Act, Init::row_bias, (same && KW > 1)>(forward_shape, p, 1, Stride{static_cast<std::ptrdiff_t>(OC)}, xp, n, y, p + num_weights, z);
+        }
+
+        // One sample (a single image at inference, an ODE right-hand side): conv_valid's vectors, along the
+        // samples, would hold one lane. Here they run along the output channels instead, which W stores
+        // side by side for each tap: output row oy is the product (OW x OC) = act(b + A W) with
+        // A(ox, k) = xp[(oy * XW + ox) * C + patch[k]], one gemm tile pass per row. Each output still adds
+        // its products in the order of k, over every tap (the padding's zeros included).
+        template <class T>
+        static void forward_one(const T* p, const T* xp, T* y, T* z) {
+            using namespace kernels;
+            constexpr auto ocs = static_cast<std::ptrdiff_t>(OC);
+            for (std::size_t oy = 0; oy < OH; ++oy) {
+                const std::ptrdiff_t row = static_cast<std::ptrdiff_t>(oy * OW * OC);
+                const Tile<T, Table, Stride> t{KRange::all(K), xp + oy * XW * C, static_cast<std::ptrdiff_t>(C),
+                                               Table{patch.data(), 1}, p, Stride{ocs}, simd::width<T>,
+                                               y + row, ocs, simd::width<T>, p + num_weights, z ? z + row : nullptr};
+                nn_panel<Act, Init::col_bias>(OW, OC, t);
+            }
         }
 
         template <class T>
