@@ -313,13 +313,13 @@ def main():
                           f"{fmt_time(both[1])} next to LibTorch 1.13")
     pinn_peak = [r for r in rows if r["workload"].startswith("PINN Poisson Adam step, float32") and r["threads"] == 1]
     pinn_missed = bool(pinn_peak) and pinn_peak[0]["peak_fraction"] < 0.60
-    # LeNet5 inference's ONNX Runtime targets, from the rows (a row not measured counts as missed)
+    # LeNet5 inference's ONNX Runtime targets, from the rows (only a measured ratio below its target)
     inference_missed = False
     for prefix, t, target, over in TARGETS:
         if prefix.startswith("LeNet5 inference") and over == "onnxruntime":
             match = [r for r in rows if r["workload"].startswith(prefix) and r["threads"] == t]
             got = match[0][f"ratio_{over}"] if match else None
-            inference_missed |= got is None or got < target
+            inference_missed |= got is not None and got < target
     lines += ["", "What limits the missed targets (the \"needed\" column gives the arithmetic). "
               + ("LeNet5 inference is compared with ONNX Runtime's fused, prepacked convolutions: 3x of it needs "
                  "about the machine's whole FMA peak. " if inference_missed else "")

@@ -72,9 +72,12 @@ TEST_CASE("Conv gradients (double, finite differences) and forward pass, same pa
 
 // A chunk of one sample runs its own route (vectors along the output channels, Conv::forward_one).
 // Its outputs and pre-activations must be those of the same sample inside a chunk of 3 (conv_valid,
-// vectors along the samples) and of the definition. Channel counts for every tile of gemm_nn's panel:
-// 37 (float: 2 vectors, a quarter, a scalar; double: 4 vectors, a half, a scalar), 16, 6 (LeNet5's
-// first convolution) and a Conv1D of 32; the GELU layer keeps z in saved, after the padded input.
+// vectors along the samples) and of the definition. Channel counts for the tiles of gemm_nn's panel
+// (with AVX-512: float 16 lanes, double 8): 37 (float: 2 vectors, a quarter, a scalar; double: a full
+// 4-vector tile, a half, a scalar), 72 (float: a full tile and a half; double: 2 full tiles and one
+// vector), 88 (float: a full tile, one vector and a half; double: 2 full tiles and 3 vectors), 16, 6
+// (LeNet5's first convolution) and a Conv1D of 32; the GELU layer keeps z in saved, after the padded
+// input.
 template <class T, std::size_t H, std::size_t W, std::size_t C, std::size_t KH, std::size_t KW, std::size_t OC, class Act,
           Padding Pad>
 void check_one_sample_forward() {
@@ -113,6 +116,8 @@ TEMPLATE_TEST_CASE("Conv forward of one sample (vectors along the channels) equa
     using T = TestType;
     check_one_sample_forward<T, 5, 6, 3, 3, 3, 37, Tanh, Padding::same>();
     check_one_sample_forward<T, 4, 7, 2, 2, 3, 16, ReLU, Padding::valid>();
+    check_one_sample_forward<T, 3, 5, 2, 2, 2, 72, Tanh, Padding::same>();
+    check_one_sample_forward<T, 4, 3, 3, 2, 2, 88, Identity, Padding::valid>();
     check_one_sample_forward<T, 9, 8, 1, 5, 5, 6, GELU, Padding::same>();
     check_one_sample_forward<T, 1, 12, 4, 1, 5, 32, ReLU, Padding::same>();  // a Conv1D's shape
 }

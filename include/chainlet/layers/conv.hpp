@@ -119,8 +119,9 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
         // One sample (a single image at inference, an ODE right-hand side): conv_valid's vectors, along the
         // samples, would hold one lane. Here they run along the output channels instead, which W stores
         // side by side for each tap: output row oy is the product (OW x OC) = act(b + A W) with
-        // A(ox, k) = xp[(oy * XW + ox) * C + patch[k]], one gemm tile pass per row. Each output still adds
-        // its products in the order of k, over every tap (the padding's zeros included).
+        // A(ox, k) = xp[(oy * XW + ox) * C + patch[k]], one nn_panel call per row. Each output still adds
+        // its products in the order of k, over every tap (the padding's zeros included, which conv_valid
+        // skips: the same sums but for the sign of a zero, unless a weight is infinite or NaN).
         template <class T>
         static void forward_one(const T* p, const T* xp, T* y, T* z) {
             using namespace kernels;

@@ -4,10 +4,12 @@
 //   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
 // AdamW first decays the parameters: p -= lr * weight_decay * p.
 // Moments below the smallest normal number are stored as zero. A gradient that stays exactly zero
-// (a network that fits its one sample) otherwise decays v through the subnormal range for ~16,000
-// steps (b2 = 0.999, float), and Intel cores compute with subnormal operands or results by microcode
-// assists: the wide MLP's step at batch 1 took 33 us instead of 2.4 (docs/profile.md). What the flush
-// drops changes a parameter by at most lr * 1.2e-38 / eps per step (float), far below its ulp.
+// (a network that fits its one sample) otherwise decays v into the subnormal range (~16,000 steps
+// across it, b2 = 0.999, float) and never out of it: below 500 times the smallest subnormal, b2 v
+// rounds back to v. Intel cores compute with subnormal operands or results by microcode assists: the
+// wide MLP's step at batch 1 took 33 us instead of 2.4 (docs/profile.md). A flushed m changes a step by
+// at most lr * 1.2e-38 / ((1 - b1^t) eps) (float); a flushed v changes sqrt(v / (1 - b2^t)) by at most
+// 3.5e-18, nothing next to eps unless eps is set that small.
 #pragma once
 
 #include <cmath>
