@@ -187,6 +187,8 @@ int main(int argc, char** argv) {
     write_case<ParallelMix>(dir, "parallel_mix", 3);
     write_case<UserLayerNet>(dir, "user_layer", 4);
     write_case<ConvResidual>(dir, "conv_residual", 5);
+    // One sample: a stride-1 convolution's forward takes its own route (vectors along the channels).
+    write_case<ConvResidual>(dir, "conv_residual_one_sample", 6, 1);
     // ---- issue 13: standalone activations, Softmax, LayerNorm, RMSNorm, Dropout (layers13a) ----
     write_case<ActivationsNet>(dir, "activations_standalone", 13);
     write_case<NormsNet>(dir, "norms", 14);
@@ -196,6 +198,7 @@ int main(int argc, char** argv) {
     // ---- end of issue 13 (layers13a) ----
     // issue 13 (layers13b): Conv1D, strides, dilation, average pooling
     write_case<Conv1dNet>(dir, "conv1d_net", 131);
+    write_case<Conv1dNet>(dir, "conv1d_net_one_sample", 135, 1);
     write_case<Conv1dDilatedGap>(dir, "conv1d_dilated_gap", 132);
     write_case<StridedConvPool>(dir, "strided_conv_pool", 133);
     write_case<StridedConvFlatten>(dir, "strided_conv_flatten", 134);

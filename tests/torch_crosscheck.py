@@ -145,6 +145,8 @@ MODELS_ISSUE13 = {
         nn.Linear(5, 2)),
 }
 MODELS.update(MODELS_ISSUE13)
+# The convolution nets on one sample, where chainlet's stride-1 convolutions take their one-sample forward.
+MODELS.update({f"{k}_one_sample": MODELS[k] for k in ("conv_residual", "conv1d_net")})
 # ---- end of issue 13 (layers13a) ----
 
 
