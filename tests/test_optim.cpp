@@ -101,6 +101,23 @@ TEMPLATE_TEST_CASE("Adam: moments that decay below the normal range become zero,
     }
 }
 
+// SGD's velocity likewise: with a zero gradient, 0.9 times a velocity just above the normal range is below
+// it and becomes zero (no step); a small normal velocity decays by the momentum.
+TEMPLATE_TEST_CASE("SGD with momentum: a velocity that decays below the normal range becomes zero", "[optim]", float,
+                   double) {
+    using T = TestType;
+    const T tiny = std::numeric_limits<T>::min();
+    std::vector<T> v = {T(1.05) * tiny, -T(1.05) * tiny, T(1e6) * tiny}, p = {T(1), T(-2), T(3)}, g(3, T(0));
+    SGD<T> opt(T(0.1), T(0.9));
+    opt.set_velocity(v);
+    opt.step(p, g);
+    REQUIRE(opt.velocity()[0] == T(0));
+    REQUIRE(opt.velocity()[1] == T(0));
+    REQUIRE(opt.velocity()[2] == T(0.9) * v[2]);
+    REQUIRE(p[0] == T(1));
+    REQUIRE(p[1] == T(-2));
+}
+
 TEST_CASE("Optimisers: CTAD from the learning rate, errors for bad settings and sizes", "[optim][errors]") {
     Adam opt(3e-4f);
     STATIC_REQUIRE(std::is_same_v<decltype(opt), Adam<float>>);

@@ -1,5 +1,8 @@
 // Stochastic gradient descent with (heavy-ball) momentum, PyTorch's convention:
 //   v = momentum * v + g,   p -= lr * v          (momentum 0: plain SGD, v = g)
+// A velocity below the smallest normal number is stored as zero, as Adam's moments (adam.hpp): with a
+// gradient that stays exactly zero (a dead ReLU unit) v decays into the subnormal range and stays there
+// (0.9 times the smallest subnormal rounds back to it), where Intel cores compute by microcode assists.
 #pragma once
 
 #include <cstddef>
@@ -7,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "chainlet/kernels/simd.hpp"
 #include "chainlet/memory.hpp"
 #include "chainlet/message.hpp"
 
@@ -30,7 +34,7 @@ public:
             throw std::invalid_argument("SGD::step: initialised for " + std::to_string(v_.size()) + " parameters, given " +
                                         std::to_string(p.size()));
         for (std::size_t i = 0; i < p.size(); ++i) {
-            v_[i] = mu_ * v_[i] + g[i];
+            v_[i] = simd::flush_subnormal(mu_ * v_[i] + g[i]);
             p[i] -= lr_ * v_[i];
         }
     }
