@@ -257,16 +257,23 @@ def main():
             f"| {fmt_ratio(r['ratio_jax'])} | {fmt_ratio(r['ratio_onnxruntime'])} | {fmt_ratio(r['ratio_libtorch'])} "
             f"| {fmt_ratio(r['ratio_pytorch'])} | {gflops} | {peak} |")
 
+    def target_row(prefix, t):
+        """The first row whose workload starts with prefix, at t threads; None where not measured."""
+        return next((r for r in rows if r["workload"].startswith(prefix) and r["threads"] == t), None)
+
+    def target_value(prefix, t, key):
+        row = target_row(prefix, t)
+        return None if row is None else row[key]
+
     def ratio_targets(targets):
         out = ["| figure | target | measured | | needed |", "|---|---|---|---|---|"]
         for prefix, t, target, over in targets:
-            match = [r for r in rows if r["workload"].startswith(prefix) and r["threads"] == t]
+            r = target_row(prefix, t)
             what = "the best of today's frameworks" if over == "best" else NAME[over]
-            got = match[0][f"ratio_{over}"] if match else None
+            got = None if r is None else r[f"ratio_{over}"]
             if got is None:
                 out.append(f"| {prefix}, {t} thread(s) | ≥ {target:g}x {what} | not measured | missed | |")
                 continue
-            r = match[0]
             verdict = "met" if got >= target else f"MISSED by {target / got:.2f}x"
             against = f" ({NAME.get(r['best_framework'], '')})" if over == "best" else ""
             needed_s = r["chainlet_seconds"] * got / target
@@ -291,14 +298,12 @@ def main():
     lines += ["", "Fractions of the FMA peak (issue 16; the PINN step: issue 14) and the one-sample latency:", "",
               "| figure | target | measured | |", "|---|---|---|---|"]
     for prefix, t, target in TARGETS_PEAK:
-        match = [r for r in rows if r["workload"].startswith(prefix) and r["threads"] == t]
-        got = match[0]["peak_fraction"] if match else None
+        got = target_value(prefix, t, "peak_fraction")
         lines.append(f"| {prefix}, {t} thread(s) | ≥ {100 * target:.0f} % of peak | "
                      + ("not measured | missed |" if got is None else
                         f"{100 * got:.0f} % | {'met' if got >= target else 'MISSED'} |"))
     for prefix, t, target in TARGETS_LATENCY:
-        match = [r for r in rows if r["workload"].startswith(prefix) and r["threads"] == t]
-        got = match[0]["chainlet_seconds"] if match else None
+        got = target_value(prefix, t, "chainlet_seconds")
         lines.append(f"| {prefix}, {t} thread(s) | ≤ {fmt_time(target)} | "
                      + ("not measured | missed |" if got is None else
                         f"{fmt_time(got)} | {'met' if got <= target else 'MISSED'} |"))
@@ -317,8 +322,7 @@ def main():
     inference_missed = False
     for prefix, t, target, over in TARGETS:
         if prefix.startswith("LeNet5 inference") and over == "onnxruntime":
-            match = [r for r in rows if r["workload"].startswith(prefix) and r["threads"] == t]
-            got = match[0][f"ratio_{over}"] if match else None
+            got = target_value(prefix, t, f"ratio_{over}")
             inference_missed |= got is not None and got < target
     lines += ["", "What limits the missed targets (the \"needed\" column gives the arithmetic). "
               + ("LeNet5 inference is compared with ONNX Runtime's fused, prepacked convolutions: 3x of it needs "
@@ -336,8 +340,7 @@ def main():
               "Before issue 15 the targets were held against Debian's LibTorch 1.13 (same-process ratios):", "",
               "| figure | target | measured | |", "|---|---|---|---|"]
     for prefix, t, target in TARGETS_113:
-        match = [r for r in rows if r["workload"].startswith(prefix) and r["threads"] == t]
-        got = match[0]["ratio_libtorch113_same_process"] if match else None
+        got = target_value(prefix, t, "ratio_libtorch113_same_process")
         lines.append(f"| {prefix}, {t} thread(s) | ≥ {target:g}x LibTorch 1.13 | "
                      + ("not measured | missed |" if got is None else f"{got:.1f}x | {'met' if got >= target else 'MISSED'} |"))
 
