@@ -1,5 +1,6 @@
 // Google Benchmark microbenchmarks of the tiny MLP (4 -> 32 tanh -> 16 tanh -> 4): the full-batch
-// training step on 10,000 samples (gradient + Adam), and single-sample forward and forward + pullback.
+// training step on 10,000 samples (gradient + Adam), and single-sample forward and forward + pullback;
+// LeNet5's training step and layers; the gradient of one sample through two convolution nets.
 // Run: chainlet_bench [--benchmark_filter=...]; thread counts are the benchmark argument.
 #include <benchmark/benchmark.h>
 
@@ -125,6 +126,31 @@ BENCHMARK(BM_pool1_forward);
 BENCHMARK(BM_pool1_pullback);
 BENCHMARK(BM_conv2_forward);
 BENCHMARK(BM_conv2_pullback);
+
+// One training sample through a convolution net (gradient only, 1 thread): the one-sample routes of
+// Conv::forward_one and Conv::pullback_one. LeNet5, and the Conv1D net of bench/compare.cpp (64 steps of
+// 4 channels, two same-padded convolutions, pooling, a Dense head).
+using Conv1dNet = Chain<Input<64, 4>, Conv1D<5, 16, ReLU, Padding::same>, MaxPool1D<2>, Conv1D<5, 32, ReLU, Padding::same>,
+                        MaxPool1D<2>, GlobalAvgPool, Dense<4>>;
+template <class Net, class Targets, class Loss>
+void one_sample_gradient(benchmark::State& state, const Targets& y, Loss loss) {
+    std::vector<float> p(Net::num_params), g(Net::num_params);
+    init_params<Net>(p, 1);
+    const auto x = normal(Net::in_size, 2);
+    Workspace<Net, float> ws(1, 1);
+    for (auto _ : state) {
+        value_and_gradient<Net>(ws, p, g, x, y, loss, 1);
+        benchmark::ClobberMemory();
+    }
+}
+void BM_lenet5_gradient_1(benchmark::State& s) {
+    one_sample_gradient<LeNet5>(s, std::vector<std::int32_t>{3}, SoftmaxCrossEntropy{});
+}
+void BM_conv1d_net_gradient_1(benchmark::State& s) {
+    one_sample_gradient<Conv1dNet>(s, normal(Conv1dNet::out_size, 3), SquaredError{});
+}
+BENCHMARK(BM_lenet5_gradient_1);
+BENCHMARK(BM_conv1d_net_gradient_1);
 
 }  // namespace
 

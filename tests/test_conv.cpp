@@ -76,8 +76,8 @@ TEST_CASE("Conv gradients (double, finite differences) and forward pass, same pa
 // (with AVX-512: float 16 lanes, double 8): 37 (float: 2 vectors, a quarter, a scalar; double: a full
 // 4-vector tile, a half, a scalar), 72 (float: a full tile and a half; double: 2 full tiles and one
 // vector), 88 (float: a full tile, one vector and a half; double: 2 full tiles and 3 vectors), 16, 6
-// (LeNet5's first convolution) and a Conv1D of 32; the GELU layer keeps z in saved, after the padded
-// input.
+// and a Conv1D of 32; the GELU layers keep z in saved, after the padded input. One input channel with
+// 6 or 5 output channels runs its vectors along the pixels of a row instead.
 template <class T, std::size_t H, std::size_t W, std::size_t C, std::size_t KH, std::size_t KW, std::size_t OC, class Act,
           Padding Pad>
 void check_one_sample_forward() {
@@ -120,6 +120,91 @@ TEMPLATE_TEST_CASE("Conv forward of one sample (vectors along the channels) equa
     check_one_sample_forward<T, 4, 3, 3, 2, 2, 88, Identity, Padding::valid>();
     check_one_sample_forward<T, 9, 8, 1, 5, 5, 6, GELU, Padding::same>();
     check_one_sample_forward<T, 1, 12, 4, 1, 5, 32, ReLU, Padding::same>();  // a Conv1D's shape
+    // one input channel and fewer output channels than a vector (Conv::forward_one_along_pixels): LeNet5's
+    // first convolution, and a row of 68 outputs (a block of 64 pixels, then 4)
+    check_one_sample_forward<T, 28, 28, 1, 5, 5, 6, ReLU, Padding::valid>();
+    check_one_sample_forward<T, 2, 70, 1, 1, 3, 5, GELU, Padding::valid>();
+}
+
+// The pullback of one sample (Conv::pullback_one: dW by gemm_nn along the output channels, dx by
+// conv_input_grad_one) against the chunk route (conv_activation_parameter_grads, conv_valid along the
+// samples) on the same three samples: dz and dx sample by sample, and the parameter gradient of the three
+// one-sample pullbacks added into one g against the chunk's (both starting from the same non-zero g).
+// The shapes of the forward test above (vector tiles and tails of the channel dimension), same padding
+// with an even kernel (unequal padding of dz), and a layer without input gradient (dx null).
+template <class T, std::size_t H, std::size_t W, std::size_t C, std::size_t KH, std::size_t KW, std::size_t OC, class Act,
+          Padding Pad>
+void check_one_sample_pullback(bool want_dx = true) {
+    using L = typename Conv<KH, KW, OC, Act, Pad>::template bound<Shape<H, W, C>>;
+    INFO("H=" << H << " W=" << W << " C=" << C << " K=" << KH << "x" << KW << " OC=" << OC << " dx=" << want_dx);
+    constexpr std::size_t n = 3;
+    const auto p = test::random_vector<T>(L::num_params, 17, 0.5);
+    const auto x = test::random_vector<T>(L::in_size * n, 18);
+    auto dy = test::random_vector<T>(L::out_size * n, 19);
+    const auto g0 = test::random_vector<T>(L::num_params, 20);
+    std::vector<T> y(L::out_size * n), saved(L::saved_per_sample * n), scratch(L::scratch_per_sample * n);
+    std::vector<T> dx(L::in_size * n), g = g0, g_one = g0;
+    L::forward(p.data(), x.data(), y.data(), saved.data(), n);
+    const auto dy_chunk = dy;
+    L::pullback(p.data(), g.data(), x.data(), y.data(), saved.data(), scratch.data(), dy.data(),
+                want_dx ? dx.data() : nullptr, n);
+    const double tol = sizeof(T) == 4 ? 1e-4 : 1e-12;
+    for (std::size_t s = 0; s < n; ++s) {
+        INFO("sample " << s);
+        std::vector<T> x1(L::in_size), y1(L::out_size), saved1(L::saved_per_sample), scratch1(L::scratch_per_sample);
+        std::vector<T> dy1(L::out_size), dx1(L::in_size, T(7)), dz3(L::out_size), dx3(L::in_size);
+        for (std::size_t f = 0; f < L::in_size; ++f) x1[f] = x[f * n + s];
+        for (std::size_t f = 0; f < L::out_size; ++f) dy1[f] = dy_chunk[f * n + s];
+        L::forward(p.data(), x1.data(), y1.data(), saved1.data(), 1);
+        L::pullback(p.data(), g_one.data(), x1.data(), y1.data(), saved1.data(), scratch1.data(), dy1.data(),
+                    want_dx ? dx1.data() : nullptr, 1);
+        for (std::size_t f = 0; f < L::out_size; ++f) dz3[f] = dy[f * n + s];
+        REQUIRE(test::max_rel_diff(dy1, dz3) < tol);
+        if (want_dx) {
+            for (std::size_t f = 0; f < L::in_size; ++f) dx3[f] = dx[f * n + s];
+            REQUIRE(test::max_rel_diff(dx1, dx3) < tol);
+        } else {
+            REQUIRE(std::all_of(dx1.begin(), dx1.end(), [](T v) { return v == T(7); }));
+        }
+    }
+    REQUIRE(test::max_rel_diff(g_one, g) < tol);
+}
+
+TEMPLATE_TEST_CASE("Conv pullback of one sample (vectors along the channels) equals the chunk's", "[conv][gradient]",
+                   float, double) {
+    using T = TestType;
+    check_one_sample_pullback<T, 5, 6, 3, 3, 3, 37, Tanh, Padding::same>();
+    check_one_sample_pullback<T, 4, 7, 2, 2, 3, 16, ReLU, Padding::valid>();
+    check_one_sample_pullback<T, 3, 5, 2, 2, 2, 72, Tanh, Padding::same>();
+    check_one_sample_pullback<T, 4, 3, 3, 2, 2, 88, Identity, Padding::valid>();
+    check_one_sample_pullback<T, 9, 8, 1, 5, 5, 6, GELU, Padding::same>();
+    check_one_sample_pullback<T, 5, 6, 2, 2, 4, 3, Softplus, Padding::same>();   // even kernel
+    check_one_sample_pullback<T, 12, 12, 6, 5, 5, 16, ReLU, Padding::valid>();   // LeNet5's second convolution
+    check_one_sample_pullback<T, 28, 28, 1, 5, 5, 6, ReLU, Padding::valid>(false);  // its first, no dx
+    check_one_sample_pullback<T, 1, 12, 4, 1, 5, 32, ReLU, Padding::same>();     // a Conv1D's shape
+}
+
+// conv_input_grad_one against its twin: pixel tiles of 4, 2 and 1 along a row (W = 7), channel blocks of
+// 4 (or 2), 2 and 1 (C = 7 and 3), output channels of whole vectors only, a tail only and both (16 and
+// 8 are one vector in float and double with AVX-512), kernels of one row or column, and a window of
+// non-zero rows narrower than the padded image (the rows outside it are zero, and skipped).
+TEMPLATE_TEST_CASE("conv_input_grad_one matches its twin on odd sizes", "[conv][kernel]", float, double) {
+    using T = TestType;
+    for (std::size_t OC : {std::size_t(5), simd::width<T>, 2 * simd::width<T> + 3})
+        for (std::size_t C : {7, 3})
+            for (auto [KH, KW] : {std::pair<std::size_t, std::size_t>{3, 2}, {1, 5}, {4, 1}}) {
+                constexpr std::size_t H = 5, W = 7;
+                const std::size_t DH = H + KH - 1, DW = W + KW - 1, row0 = KH > 1 ? 1 : 0, row1 = DH - row0;
+                auto dzp = test::random_vector<T>(DH * DW * OC, 30 + OC + C);
+                std::fill(dzp.begin(), dzp.begin() + row0 * DW * OC, T(0));
+                std::fill(dzp.begin() + row1 * DW * OC, dzp.end(), T(0));
+                const auto w = test::random_vector<T>(KH * KW * C * OC, 40 + OC);
+                std::vector<T> dx(H * W * C, T(-1)), ref(H * W * C, T(-2));
+                kernels::conv_input_grad_one(H, W, C, OC, KH, KW, DW, row0, row1, dzp.data(), w.data(), dx.data());
+                kernels::conv_input_grad_one_reference(H, W, C, OC, KH, KW, DW, dzp.data(), w.data(), ref.data());
+                INFO("OC=" << OC << " C=" << C << " K=" << KH << "x" << KW);
+                REQUIRE(test::max_rel_diff(dx, ref) < (sizeof(T) == 4 ? 1e-5 : 1e-13));
+            }
 }
 
 TEST_CASE("Conv shapes", "[conv]") {

@@ -36,6 +36,8 @@ using UserLayerNet = Chain<Input<4>, ScaleShift, Dense<6, Tanh>, ScaleShift, Den
 using ConvResidual = Chain<Input<6, 5, 2>, Conv<3, 3, 4, Tanh, Padding::same>,
                            Residual<Conv<3, 3, 4, Tanh, Padding::same>, Conv<3, 3, 4, Identity, Padding::same>>, MaxPool<2>,
                            Flatten, Dense<3>>;
+// One input channel: on one sample the first convolution runs its vectors along the pixels of a row.
+using GrayConv = Chain<Input<9, 10, 1>, Conv<3, 3, 5, Tanh>, Conv<2, 2, 3, Softplus, Padding::same>, Flatten, Dense<2>>;
 
 // --- issue 13, 1-D convolutions, strided convolution, average pooling (layers13b) ---
 // A sequence Input<L, C> is (L, C) per sample here and (C, L) in PyTorch (the script transposes it).
@@ -187,8 +189,10 @@ int main(int argc, char** argv) {
     write_case<ParallelMix>(dir, "parallel_mix", 3);
     write_case<UserLayerNet>(dir, "user_layer", 4);
     write_case<ConvResidual>(dir, "conv_residual", 5);
-    // One sample: a stride-1 convolution's forward takes its own route (vectors along the channels).
+    // One sample: a stride-1 convolution's forward and pullback take their own route (vectors along the
+    // channels).
     write_case<ConvResidual>(dir, "conv_residual_one_sample", 6, 1);
+    write_case<GrayConv>(dir, "gray_conv_one_sample", 7, 1);
     // ---- issue 13: standalone activations, Softmax, LayerNorm, RMSNorm, Dropout (layers13a) ----
     write_case<ActivationsNet>(dir, "activations_standalone", 13);
     write_case<NormsNet>(dir, "norms", 14);

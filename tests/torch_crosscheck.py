@@ -145,8 +145,13 @@ MODELS_ISSUE13 = {
         nn.Linear(5, 2)),
 }
 MODELS.update(MODELS_ISSUE13)
-# The convolution nets on one sample, where chainlet's stride-1 convolutions take their one-sample forward.
+# The convolution nets on one sample, where chainlet's stride-1 convolutions take their one-sample forward
+# and pullback; the grey-image net's first convolution (one input channel, 5 outputs) runs its vectors along
+# the pixels of a row.
 MODELS.update({f"{k}_one_sample": MODELS[k] for k in ("conv_residual", "conv1d_net")})
+MODELS["gray_conv_one_sample"] = lambda: nn.Sequential(
+    nn.Conv2d(1, 5, 3), nn.Tanh(), nn.Conv2d(5, 3, 2, padding="same"), nn.Softplus(), nn.Flatten(),
+    nn.Linear(3 * 7 * 8, 2))
 # ---- end of issue 13 (layers13a) ----
 
 

@@ -4,6 +4,7 @@
 //   conv_valid:       out = act(bias + correlate(in, weights)); the same routine, with the kernel
 //                     flipped and the channels swapped, gives the input gradient of a convolution.
 //   conv_weight_grad: g[k, oc] += sum over output pixels and samples of patch_k * dz_oc.
+//   conv_input_grad_one: a convolution's input gradient for one sample, vectors along the channels.
 //   activation_pullback_channel_sums: dz = act'(z) dy in place, and the bias gradient, the sum over
 //                     pixels and samples of dz per channel.
 //   conv_activation_parameter_grads: the two above, in bands of output rows where dz exceeds L1.
@@ -167,6 +168,76 @@ void conv_valid_reference(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a
                     if (z) z[row * n + j] = acc;
                     out[row * n + j] = Epilogue::value(acc);
                 }
+}
+
+// One sample's input gradient of a convolution, vectors along the output channels (conv_valid's run
+// along the samples of a chunk: one lane for one sample):
+//   dx[(y * W + x) * C + c] = sum_{ky, kx, oc} dzp[((y + ky) * DW + x + kx) * OC + oc]
+//                                              * w[(((KH - 1 - ky) * KW + KW - 1 - kx) * C + c) * OC + oc]
+// with dzp the output gradient zero-padded to DW columns and w the kernel as a Conv stores it (input-
+// major, OC side by side per tap and input channel). Only dzp's rows [row0, row1) are read (the rest
+// must be zero). A tile of NP pixels x CB channels keeps NP * CB vector sums (lane l: the channels
+// oc = l mod lanes) over the taps in order (ky, kx), then sums their lanes (hsum_store); the channels
+// past the last whole vector add their products in the same tap order as scalars, and come last.
+template <class T>
+void conv_input_grad_one(size_t H, size_t W, size_t C, size_t OC, size_t KH, size_t KW, size_t DW, size_t row0,
+                         size_t row1, const T* dzp, const T* w, T* dx) {
+    using V = simd::vec<T>;
+    constexpr size_t L = simd::width<T>;
+    const size_t oc_vectors_end = OC - OC % L;
+    for (size_t y = 0; y < H; ++y) {
+        const size_t ky0 = row0 > y ? std::min(row0 - y, KH) : 0, ky1 = std::min(KH, row1 > y ? row1 - y : 0);
+        auto tile = [&]<int NP, int CB>(size_t x0, size_t c0) __attribute__((always_inline)) {
+            V acc[NP * CB];
+            T tail[NP * CB];
+            for (int e = 0; e < NP * CB; ++e) {
+                acc[e] = V(T(0));
+                tail[e] = T(0);
+            }
+            for (size_t ky = ky0; ky < ky1; ++ky)
+                for (size_t kx = 0; kx < KW; ++kx) {
+                    const T* d = dzp + ((y + ky) * DW + x0 + kx) * OC;                     // pixel j: d + j * OC
+                    const T* wk = w + (((KH - 1 - ky) * KW + KW - 1 - kx) * C + c0) * OC;  // channel i: wk + i * OC
+                    for (size_t oc = 0; oc < oc_vectors_end; oc += L) {
+                        V dv[NP];
+#pragma GCC unroll 8
+                        for (int j = 0; j < NP; ++j) dv[j] = loadv<V>(d + j * OC + oc);
+#pragma GCC unroll 8
+                        for (int i = 0; i < CB; ++i) {
+                            const V wv = loadv<V>(wk + i * OC + oc);
+#pragma GCC unroll 8
+                            for (int j = 0; j < NP; ++j) acc[j * CB + i] = simd::fma(dv[j], wv, acc[j * CB + i]);
+                        }
+                    }
+                    for (size_t oc = oc_vectors_end; oc < OC; ++oc)
+                        for (int j = 0; j < NP; ++j)
+                            for (int i = 0; i < CB; ++i) tail[j * CB + i] += d[j * OC + oc] * wk[i * OC + oc];
+                }
+            T sums[NP * CB];
+            simd::hsum_store<T, NP * CB>(acc, sums);
+            for (int j = 0; j < NP; ++j)
+                for (int i = 0; i < CB; ++i) dx[(y * W + x0 + j) * C + c0 + i] = sums[j * CB + i] + tail[j * CB + i];
+        };
+        for_row_blocks(W, [&]<int NP>(size_t x0) {
+            for_row_blocks<tile_vectors>(C, [&]<int CB>(size_t c0) { tile.template operator()<NP, CB>(x0, c0); });
+        });
+    }
+}
+
+template <class T>
+void conv_input_grad_one_reference(size_t H, size_t W, size_t C, size_t OC, size_t KH, size_t KW, size_t DW,
+                                   const T* dzp, const T* w, T* dx) {
+    for (size_t y = 0; y < H; ++y)
+        for (size_t x = 0; x < W; ++x)
+            for (size_t c = 0; c < C; ++c) {
+                T acc(0);
+                for (size_t ky = 0; ky < KH; ++ky)
+                    for (size_t kx = 0; kx < KW; ++kx)
+                        for (size_t oc = 0; oc < OC; ++oc)
+                            acc += dzp[((y + ky) * DW + x + kx) * OC + oc] *
+                                   w[(((KH - 1 - ky) * KW + KW - 1 - kx) * C + c) * OC + oc];
+                dx[(y * W + x) * C + c] = acc;
+            }
 }
 
 namespace detail {
