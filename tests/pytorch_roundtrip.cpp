@@ -10,6 +10,7 @@
 // max|chainlet - torch| <= 1e-5 max|torch| (exit status 1 otherwise).
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -89,7 +90,8 @@ bool import_model(const std::string& dir, const std::string& name) {
     predict<Net>(p, x, out);
     double diff = 0, scale = 0;
     for (std::size_t i = 0; i < out.size(); ++i) {
-        diff = std::max(diff, std::abs(static_cast<double>(out[i]) - static_cast<double>(ref[i])));
+        const double d = std::abs(static_cast<double>(out[i]) - static_cast<double>(ref[i]));
+        diff = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::max(diff, d);  // std::max passes a NaN over
         scale = std::max(scale, std::abs(static_cast<double>(ref[i])));
     }
     const double rel = diff / scale;

@@ -85,8 +85,8 @@ TEST_CASE("activation: fast float tanh stays within 2e-6 of std::tanh", "[activa
     for (float z = -12.0f; z <= 12.0f; z += 0.001f) {
         float lanes[simd::width<float>];
         simd::storev(lanes, simd::tanh(V(z)));
-        worst = std::max(worst, std::abs(static_cast<double>(lanes[0]) - std::tanh(static_cast<double>(z))));
-        worst = std::max(worst, std::abs(static_cast<double>(simd::tanh(z)) - std::tanh(static_cast<double>(z))));
+        worst = test::worse(worst, std::abs(static_cast<double>(lanes[0]) - std::tanh(static_cast<double>(z))));
+        worst = test::worse(worst, std::abs(static_cast<double>(simd::tanh(z)) - std::tanh(static_cast<double>(z))));
     }
     REQUIRE(worst < 2e-6);
 }
@@ -194,11 +194,11 @@ void exact_gelu_against_std(double tol_abs, double tol_rel) {
         simd::storev(lanes, GELUExact::cdf(V(static_cast<T>(z))));
         const double zt = static_cast<double>(static_cast<T>(z));
         const double ref = 0.5 * std::erfc(-zt / std::sqrt(2.0));
-        worst_abs = std::max(worst_abs, std::abs(static_cast<double>(lanes[0]) - ref));
+        worst_abs = test::worse(worst_abs, std::abs(static_cast<double>(lanes[0]) - ref));
         simd::storev(lanes, GELUExact::value(V(static_cast<T>(z))));
         const double gref = zt * ref;
         if (gref != 0 && std::abs(gref) > 1e-300)
-            worst_rel = std::max(worst_rel, std::abs(static_cast<double>(lanes[0]) - gref) / std::abs(gref));
+            worst_rel = test::worse(worst_rel, std::abs(static_cast<double>(lanes[0]) - gref) / std::abs(gref));
     }
     INFO("Phi abs error " << worst_abs << ", GELU relative error " << worst_rel);
     REQUIRE(worst_abs < tol_abs);

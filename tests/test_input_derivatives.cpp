@@ -380,7 +380,7 @@ void hvp_matches_finite_differences(std::size_t n, int threads) {
     value_and_gradient<Net>(down, gd, x, t, SquaredError{});
     double largest = 0, worst = 0;
     for (std::size_t i = 0; i < P; ++i) largest = std::max(largest, std::abs(gu[i] - gd[i]) / (2 * h));
-    for (std::size_t i = 0; i < P; ++i) worst = std::max(worst, std::abs(hv[i] - (gu[i] - gd[i]) / (2 * h)) / largest);
+    for (std::size_t i = 0; i < P; ++i) worst = test::worse(worst, std::abs(hv[i] - (gu[i] - gd[i]) / (2 * h)) / largest);
     INFO("worst error relative to the largest component: " << worst);
     REQUIRE(worst < 1e-7);
 }

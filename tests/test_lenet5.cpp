@@ -63,7 +63,7 @@ TEST_CASE("LeNet5: sampled parameter gradients match finite differences (double)
             const double up = f(q);
             q[i] = p[i] - h;
             const double fd = (up - f(q)) / (2 * h);
-            worst = std::max(worst, std::abs(g[i] - fd) / std::max(std::abs(fd), 1e-3));
+            worst = test::worse(worst, std::abs(g[i] - fd) / std::max(std::abs(fd), 1e-3));
         }
     }
     REQUIRE(worst < 1e-6);

@@ -175,10 +175,12 @@ void conv_valid_reference(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a
 //   dx[(y * W + x) * C + c] = sum_{ky, kx, oc} dzp[((y + ky) * DW + x + kx) * OC + oc]
 //                                              * w[(((KH - 1 - ky) * KW + KW - 1 - kx) * C + c) * OC + oc]
 // with dzp the output gradient zero-padded to DW columns and w the kernel as a Conv stores it (input-
-// major, OC side by side per tap and input channel). Only dzp's rows [row0, row1) are read (the rest
-// must be zero). A tile of NP pixels x CB channels keeps NP * CB vector sums (lane l: the channels
-// oc = l mod lanes) over the taps in order (ky, kx), then sums their lanes (hsum_store); the channels
-// past the last whole vector add their products in the same tap order as scalars, and come last.
+// major, OC side by side per tap and input channel). Only dzp's rows [row0, row1) are read: the sum
+// above is over the taps that reach them, the rows outside are taken as zero and need not be written
+// (pad_copy_sides). A tile of NP pixels x CB channels keeps NP * CB vector sums (lane l: the channels
+// with oc mod lanes = l) over the taps in order (ky, kx), then sums their lanes (hsum_store); the
+// channels past the last whole vector add their products in the same tap order as scalars, and come
+// last.
 template <class T>
 void conv_input_grad_one(size_t H, size_t W, size_t C, size_t OC, size_t KH, size_t KW, size_t DW, size_t row0,
                          size_t row1, const T* dzp, const T* w, T* dx) {
@@ -190,6 +192,7 @@ void conv_input_grad_one(size_t H, size_t W, size_t C, size_t OC, size_t KH, siz
         auto tile = [&]<int NP, int CB>(size_t x0, size_t c0) __attribute__((always_inline)) {
             V acc[NP * CB];
             T tail[NP * CB];
+#pragma GCC unroll 16
             for (int e = 0; e < NP * CB; ++e) {
                 acc[e] = V(T(0));
                 tail[e] = T(0);
@@ -211,7 +214,7 @@ void conv_input_grad_one(size_t H, size_t W, size_t C, size_t OC, size_t KH, siz
                     }
                     for (size_t oc = oc_vectors_end; oc < OC; ++oc)
                         for (int j = 0; j < NP; ++j)
-                            for (int i = 0; i < CB; ++i) tail[j * CB + i] += d[j * OC + oc] * wk[i * OC + oc];
+                            for (int i = 0; i < CB; ++i) tail[j * CB + i] = simd::fma(d[j * OC + oc], wk[i * OC + oc], tail[j * CB + i]);
                 }
             T sums[NP * CB];
             simd::hsum_store<T, NP * CB>(acc, sums);

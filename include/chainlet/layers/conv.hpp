@@ -141,7 +141,7 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
         // the output pixels of a row instead, which one input channel makes contiguous in xp. Blocks of up
         // to 64 pixels of a row are the product (OC x pixels) = act(b + W^T B), B(k, ox) = xp[(oy * XW + ox)
         // + patch[k]], into a small tile that is then transposed into y (and z). The same sums, in the
-        // same order of k, as forward_one's other route (LeNet5's first convolution: 10.5 -> 2.6 us).
+        // same order of k, as forward_one's other route (LeNet5's first convolution: 10.5 -> 3.1 us).
         template <class T>
         static void forward_one_along_pixels(const T* p, const T* xp, T* y, T* z) {
             using namespace kernels;
@@ -187,7 +187,8 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
         // A(ox, kx * C + c) = xp[((oy + ky) * XW + ox + kx) * C + c], one gemm_nn each (one call per kernel
         // row over all pixels, through a table of pixel offsets, ran LeNet5's first convolution slower:
         // 19.0 against 15.8 us); dx from the padded dz by conv_input_grad_one. The same sums as the chunk
-        // route's, in another order.
+        // route's in another order, over the padding's zeros too (which the chunk route skips in part:
+        // the sign of a zero can differ, and an infinite or NaN weight or dz reaches more of them).
         template <class T>
         static void pullback_one(const T* p, T* g, const T* xp, const T* s, T* scratch, T* dy, T* dx) {
             using namespace kernels;
@@ -200,8 +201,8 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
                                                           dy + oy * OW * OC, OC, g + ky * KW * C * OC, OC);
             if (dx) {
                 T* dzp = scratch;
-                pad_copy(static_cast<const T*>(dy), OH, OW, OC, 1, KH - 1 - pad_top, KW - 1 - pad_left,
-                         KH - 1 - pad_bottom, KW - 1 - pad_right, dzp);
+                pad_copy_sides(static_cast<const T*>(dy), OH, OW, OC, 1, KH - 1 - pad_top, KW - 1 - pad_left,
+                               KW - 1 - pad_right, dzp);
                 conv_input_grad_one(H, W, C, OC, KH, KW, DW, KH - 1 - pad_top, KH - 1 - pad_top + OH, dzp, p, dx);
             }
         }
