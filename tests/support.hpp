@@ -24,11 +24,13 @@ std::vector<T> random_vector(std::size_t n, std::uint64_t seed, double scale = 1
 
 // max(worst, e) for the worst error of a test, where a NaN e makes it infinite: std::max(worst, NaN)
 // returns worst, so a NaN result would pass a bound on the error.
-inline double worse(double worst, double e) { return std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(worst, e); }
+inline double worse(double worst, double e) {
+    return std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(worst, e);
+}
 
 // Largest error of g against central differences of f at p, each relative to
 // max(|fd_i|, floor, 1e-3 max_j |fd_j|): the last term keeps rounding noise in components that are tiny
-// next to the largest ones from counting as an error. Infinite if any error is not finite.
+// next to the largest ones from counting as an error. Infinite if any error is NaN or infinite.
 template <class F>
 double gradient_error(F&& f, std::vector<double> p, const std::vector<double>& g, double h = 1e-5,
                       double floor = 1e-3) {
@@ -45,11 +47,8 @@ double gradient_error(F&& f, std::vector<double> p, const std::vector<double>& g
         largest = std::max(largest, std::abs(fd[i]));
     }
     double worst = 0;
-    for (std::size_t i = 0; i < p.size(); ++i) {
-        const double e = std::abs(g[i] - fd[i]) / std::max({std::abs(fd[i]), floor, 1e-3 * largest});
-        if (!std::isfinite(e)) return std::numeric_limits<double>::infinity();
-        worst = std::max(worst, e);
-    }
+    for (std::size_t i = 0; i < p.size(); ++i)
+        worst = worse(worst, std::abs(g[i] - fd[i]) / std::max({std::abs(fd[i]), floor, 1e-3 * largest}));
     return worst;
 }
 
@@ -62,9 +61,7 @@ double max_rel_diff(const A& a, const B& ref) {
     for (std::size_t i = 0; i < ref.size(); ++i) {
         const auto x = static_cast<double>(a[i]), r = static_cast<double>(ref[i]);
         if (x == r || (std::isnan(x) && std::isnan(r))) continue;
-        const double d = std::abs(x - r) / std::max(std::abs(r), 1.0);
-        if (!std::isfinite(d)) return std::numeric_limits<double>::infinity();
-        worst = std::max(worst, d);
+        worst = worse(worst, std::abs(x - r) / std::max(std::abs(r), 1.0));
     }
     return worst;
 }
