@@ -156,11 +156,8 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
                                                    z ? tile_z : nullptr};
                     nn_panel<Act, Init::row_bias>(OC, pixels, t);
                     const std::size_t first = (oy * OW + ox0) * OC;
-                    for (std::size_t j = 0; j < pixels; ++j)
-                        for (std::size_t oc = 0; oc < OC; ++oc) y[first + j * OC + oc] = tile_y[oc * block + j];
-                    if (z)
-                        for (std::size_t j = 0; j < pixels; ++j)
-                            for (std::size_t oc = 0; oc < OC; ++oc) z[first + j * OC + oc] = tile_z[oc * block + j];
+                    scatter_transpose(static_cast<const T*>(tile_y), OC, pixels, y + first, block);
+                    if (z) scatter_transpose(static_cast<const T*>(tile_z), OC, pixels, z + first, block);
                 }
         }
 
