@@ -152,6 +152,23 @@ void BM_conv1d_net_gradient_1(benchmark::State& s) {
 BENCHMARK(BM_lenet5_gradient_1);
 BENCHMARK(BM_conv1d_net_gradient_1);
 
+// A few training samples through LeNet5 (1 thread): 3 run one at a time (Workspace::one_by_one with
+// AVX-512 floats), 7 and 13 as one chunk padded to 16 (workspace.hpp); 16 for the whole vector.
+void BM_lenet5_gradient_few(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    std::vector<float> p(LeNet5::num_params), g(LeNet5::num_params);
+    init_params<LeNet5>(p, 1);
+    const auto x = normal(n * LeNet5::in_size, 2);
+    std::vector<std::int32_t> y(n);
+    for (std::size_t s = 0; s < n; ++s) y[s] = static_cast<std::int32_t>(s % 10);
+    Workspace<LeNet5, float> ws(n, 1);
+    for (auto _ : state) {
+        value_and_gradient<LeNet5>(ws, p, g, x, y, SoftmaxCrossEntropy{}, 1);
+        benchmark::ClobberMemory();
+    }
+}
+BENCHMARK(BM_lenet5_gradient_few)->Arg(3)->Arg(7)->Arg(13)->Arg(16);
+
 }  // namespace
 
 BENCHMARK_MAIN();

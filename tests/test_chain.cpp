@@ -175,8 +175,9 @@ TEST_CASE("Chain: predict writes the caller's buffer and agrees with the forward
 // predict runs a chunk of 2 or more samples that does not fill whole vectors padded with copies of its
 // last sample (workspace.hpp): every sample's outputs must be the bits it gets in a chunk of 16 (whole
 // vectors at every width), from float or byte inputs, in a batch of one chunk (2-17 samples) and as the
-// last chunk of a batch of many (chunk + 3). (test_no_alloc: a workspace made for the batch holds the
-// padding.)
+// last chunk of a batch of many (chunk + 3) -- except a batch of at most Workspace::one_by_one samples,
+// which runs sample by sample: each gets the bits it gets alone. (test_no_alloc: a workspace made for
+// the batch holds the padding.)
 TEMPLATE_TEST_CASE("Chain: predict of a batch that does not fill whole vectors", "[chain]", float, double) {
     using T = TestType;
     using Img = Chain<Input<6, 6, 2>, Conv<3, 3, 4, Tanh>, MaxPool<2>, Flatten, Dense<5, ReLU>, Dense<3>>;
@@ -192,6 +193,9 @@ TEMPLATE_TEST_CASE("Chain: predict of a batch that does not fill whole vectors",
     WS ref_ws(16, 1);
     for (std::size_t s0 = 0; s0 < rows; s0 += 16)
         ref_ws.predict(p.data(), InputRows<T>{x.data() + s0 * Img::in_size}, ref.data() + s0 * 3, 16);
+    std::vector<T> alone(WS::one_by_one * 3);
+    for (std::size_t s = 0; s < WS::one_by_one; ++s)
+        ref_ws.predict(p.data(), InputRows<T>{x.data() + s * Img::in_size}, alone.data() + s * 3, 1);
     std::vector<std::size_t> sizes{WS::chunk + 3};
     for (std::size_t n = 2; n <= 17; ++n) sizes.push_back(n);
     for (const std::size_t n : sizes) {
@@ -201,10 +205,74 @@ TEMPLATE_TEST_CASE("Chain: predict of a batch that does not fill whole vectors",
         WS ws(n, 1);
         ws.predict(p.data(), InputRows<T>{x.data()}, out.data(), n);
         ws.predict(p.data(), InputRows<T, std::uint8_t>{bytes.data(), T(0.01), T(-1)}, out_bytes.data(), n);
+        const std::vector<T>& expected = n <= WS::one_by_one ? alone : ref;
         for (std::size_t i = 0; i < n * 3; ++i) {
-            REQUIRE(out[i] == ref[i]);
-            REQUIRE(out_bytes[i] == ref[i]);
+            REQUIRE(out[i] == expected[i]);
+            REQUIRE(out_bytes[i] == expected[i]);
         }
+    }
+}
+
+// value_and_gradient pads a chunk of 2 or more samples that does not fill whole vectors as predict does,
+// the copies' output cotangent zero, and runs a batch of at most one_by_one samples one at a time
+// (workspace.hpp). Either way the loss must be the mean of the samples' losses and the gradient the mean
+// of their gradients (each sample alone as the reference): a copy of the last sample entering a sum
+// would count that sample twice or more. A shuffled index must give the bits of its rows gathered
+// beforehand, and 2 threads those of 1.
+TEMPLATE_TEST_CASE("Chain: value_and_gradient of a batch that does not fill whole vectors", "[chain][gradient]", float,
+                   double) {
+    using T = TestType;
+    using Img = Chain<Input<6, 6, 2>, Conv<3, 3, 4, Tanh>, MaxPool<2>, Flatten, Dense<5, ReLU>, Dense<3>>;
+    using WS = Workspace<Img, T>;
+    const std::size_t rows = 2 * WS::chunk + 40;
+    std::vector<T> p(Img::num_params);
+    init_params<Img>(p, 4);
+    const auto x = test::random_vector<T>(rows * Img::in_size, 21), y = test::random_vector<T>(rows * 3, 22);
+    // Per sample, alone: loss and gradient.
+    std::vector<T> sample_loss(rows), sample_grad(rows * Img::num_params);
+    WS one(1, 1);
+    for (std::size_t s = 0; s < rows; ++s)
+        sample_loss[s] = one.value_and_gradient(p.data(), sample_grad.data() + s * Img::num_params,
+                                                InputRows<T>{x.data() + s * Img::in_size}, y.data() + s * 3, nullptr, 1,
+                                                SquaredError{});
+    // A shuffled order of the rows, and the rows gathered in that order.
+    std::vector<std::uint32_t> order(rows);
+    for (std::size_t i = 0; i < rows; ++i) order[i] = static_cast<std::uint32_t>((i * 37 + 11) % rows);
+    std::vector<T> xs(rows * Img::in_size), ys(rows * 3);
+    for (std::size_t i = 0; i < rows; ++i) {
+        std::copy_n(x.data() + order[i] * Img::in_size, Img::in_size, xs.data() + i * Img::in_size);
+        std::copy_n(y.data() + order[i] * 3, 3, ys.data() + i * 3);
+    }
+    const T tol = std::is_same_v<T, float> ? T(2e-5) : T(1e-12);
+    std::vector<std::size_t> sizes{WS::chunk + 3, 2 * WS::chunk + 37};
+    for (std::size_t n = 2; n <= 17; ++n) sizes.push_back(n);
+    for (const std::size_t n : sizes) {
+        INFO("n=" << n << ", chunks of " << WS::chunk_size(n));
+        WS ws(n, 2);
+        std::vector<T> g(Img::num_params), g_index(Img::num_params), g_threads(Img::num_params);
+        const T l = ws.value_and_gradient(p.data(), g.data(), InputRows<T>{xs.data()}, ys.data(), nullptr, n,
+                                          SquaredError{});
+        const T l_index = ws.value_and_gradient(p.data(), g_index.data(), InputRows<T>{x.data()}, y.data(),
+                                                order.data(), n, SquaredError{});
+        const T l_threads = ws.value_and_gradient(p.data(), g_threads.data(), InputRows<T>{x.data()}, y.data(),
+                                                  order.data(), n, SquaredError{}, 2);
+        REQUIRE(l_index == l);
+        REQUIRE(l_threads == l);
+        REQUIRE(g_index == g);
+        REQUIRE(g_threads == g);
+        double mean_loss = 0;
+        std::vector<double> mean_grad(Img::num_params, 0.0);
+        for (std::size_t i = 0; i < n; ++i) {
+            mean_loss += sample_loss[order[i]] / static_cast<double>(n);
+            for (std::size_t k = 0; k < Img::num_params; ++k)
+                mean_grad[k] += sample_grad[order[i] * Img::num_params + k] / static_cast<double>(n);
+        }
+        double worst = 0, scale = 0;
+        for (std::size_t k = 0; k < Img::num_params; ++k) scale = std::max(scale, std::abs(mean_grad[k]));
+        for (std::size_t k = 0; k < Img::num_params; ++k)
+            worst = test::worse(worst, std::abs(static_cast<double>(g[k]) - mean_grad[k]) / scale);
+        REQUIRE(static_cast<double>(l) == Approx(mean_loss).epsilon(tol));
+        REQUIRE(worst < tol);
     }
 }
 

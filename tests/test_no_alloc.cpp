@@ -55,6 +55,24 @@ TEST_CASE("predict with a workspace made for its batch allocates nothing, also f
     }
 }
 
+// value_and_gradient pads such a chunk too, its outputs and cotangent packed for the loss in a buffer of
+// the workspace; a batch of up to Workspace::one_by_one samples runs one at a time. After the first call
+// (which sizes the target buffer of every thread), no step allocates.
+TEST_CASE("value_and_gradient allocates nothing for a padded chunk or a few samples", "[alloc]") {
+    for (std::size_t n : {std::size_t(2), std::size_t(3), std::size_t(7), std::size_t(9), std::size_t(600)}) {
+        std::vector<float> p(Tiny::num_params), g(Tiny::num_params);
+        init_params<Tiny>(p, 1);
+        const auto x = test::random_vector<float>(4 * n, 2), y = test::random_vector<float>(4 * n, 3);
+        Workspace<Tiny, float> ws(n, 1);
+        value_and_gradient<Tiny>(ws, p, g, x, y, SquaredError{}, 1);
+        const long before = allocations.load();
+        for (int step = 0; step < 5; ++step) value_and_gradient<Tiny>(ws, p, g, x, y, SquaredError{}, 1);
+        const long during = allocations.load() - before;
+        INFO("n=" << n);
+        REQUIRE(during == 0);
+    }
+}
+
 TEST_CASE("the counter sees allocations (the test above could fail)", "[alloc]") {
     const long before = allocations.load();
     auto* v = new std::vector<float>(100);

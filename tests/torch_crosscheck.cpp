@@ -193,6 +193,10 @@ int main(int argc, char** argv) {
     // channels).
     write_case<ConvResidual>(dir, "conv_residual_one_sample", 6, 1);
     write_case<GrayConv>(dir, "gray_conv_one_sample", 7, 1);
+    // Two samples in double: with AVX-512 (Workspace::one_by_one = 2) they run one at a time and their
+    // gradients are summed; with AVX2 they form a chunk padded to a whole vector (4), as the 7 samples of
+    // the other cases are with AVX-512 (8).
+    write_case<ConvResidual>(dir, "conv_residual_two_samples", 8, 2);
     // ---- issue 13: standalone activations, Softmax, LayerNorm, RMSNorm, Dropout (layers13a) ----
     write_case<ActivationsNet>(dir, "activations_standalone", 13);
     write_case<NormsNet>(dir, "norms", 14);

@@ -149,6 +149,8 @@ MODELS.update(MODELS_ISSUE13)
 # and pullback; the grey-image net's first convolution (one input channel, 5 outputs) runs its vectors along
 # the pixels of a row.
 MODELS.update({f"{k}_one_sample": MODELS[k] for k in ("conv_residual", "conv1d_net")})
+# Two samples: chainlet runs them one at a time where Workspace::one_by_one is 2 (doubles with AVX-512).
+MODELS["conv_residual_two_samples"] = MODELS["conv_residual"]
 MODELS["gray_conv_one_sample"] = lambda: nn.Sequential(
     nn.Conv2d(1, 5, 3), nn.Tanh(), nn.Conv2d(5, 3, 2, padding="same"), nn.Softplus(), nn.Flatten(),
     nn.Linear(3 * 7 * 8, 2))

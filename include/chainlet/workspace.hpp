@@ -54,13 +54,18 @@ struct InputRows {
         gather(F, first, index, n, dst);
         return dst;
     }
-    // Samples [first, first + n) as a feature-major chunk of np >= n samples, the last np - n of which
-    // repeat sample first + n - 1 (Workspace::predict pads chunks to whole vectors). rows: np entries.
-    const T* padded_chunk(std::size_t F, std::size_t first, std::size_t n, std::size_t np, std::uint32_t* rows,
-                          T* dst) const {
-        for (std::size_t s = 0; s < np; ++s) rows[s] = static_cast<std::uint32_t>(std::min(s, n - 1));
+    // Samples [first, first + n) of the batch (rows index[0..n) if index is given, as in chunk) as a feature-major
+    // chunk of np >= n samples, the last np - n of which repeat the chunk's last sample (Workspace pads
+    // chunks to whole vectors). rows: np entries, left holding the rows read, relative to
+    // data + (index ? 0 : first * F), so that the same rows of another array (targets) can be gathered.
+    const T* padded_chunk(std::size_t F, std::size_t first, const std::uint32_t* index, std::size_t n, std::size_t np,
+                          std::uint32_t* rows, T* dst) const {
+        for (std::size_t s = 0; s < np; ++s) {
+            const std::size_t r = std::min(s, n - 1);
+            rows[s] = index ? index[r] : static_cast<std::uint32_t>(r);
+        }
         InputRows from_first = *this;
-        from_first.data += first * F;
+        if (!index) from_first.data += first * F;
         from_first.gather(F, 0, rows, np, dst);
         return dst;
     }
@@ -133,11 +138,13 @@ public:
     // larger batches or more threads grow the workspace; calls within these bounds never allocate.
     void reserve(std::size_t batch, int threads = 0) {
         threads = resolve_threads(threads);
-        // predict pads a chunk of more than one sample to whole vectors (chunk is a multiple of 16).
-        const std::size_t per_chunk =
-            batch <= 1 ? 1 : std::min((batch + simd::width<T> - 1) / simd::width<T> * simd::width<T>, chunk);
+        // A chunk of more than one sample runs padded to whole vectors (chunk is a multiple of 16).
+        const std::size_t per_chunk = batch <= 1 ? 1 : std::min(padded_size(batch), chunk);
         if (scratch_.size() < static_cast<std::size_t>(threads)) scratch_.resize(static_cast<std::size_t>(threads));
-        for (auto& s : scratch_) s.reserve(per_chunk);
+        for (auto& s : scratch_) {
+            s.reserve(per_chunk);
+            if (s.loss_buf.size() < 2 * Net::out_size * per_chunk) s.loss_buf.assign(2 * Net::out_size * per_chunk, T(0));
+        }
         // One partial gradient per slot of parallel_for_ordered (twice the threads; added into g group by
         // group, in order), not one per group.
         const std::size_t groups = num_groups(batch), partials = ordered_slots(groups, threads);
@@ -152,6 +159,17 @@ public:
     // multiples of 16, not of 64 (560 ends in three single-vector tiles): the tiny MLP's step on 1 thread
     // took the same time with 560 as with 576. A batch of one chunk pays no division here: the
     // one-sample call takes about 800 cycles in all.
+    // Batches of 2 to one_by_one samples run one sample at a time through the layers' one-sample paths
+    // (the quarter of a vector: 4 floats with AVX-512, 2 with AVX2 or doubles with AVX-512; none for
+    // AVX2 doubles): a padded chunk costs as much as a whole vector of samples, 5.9 (LeNet5) to 8.6 (the
+    // tiny MLP) single samples' time with AVX-512 floats (docs/profile.md). Such a sample gets the bits it
+    // gets alone, not those of a larger batch.
+    static constexpr std::size_t one_by_one = simd::width<T> / 4;
+    // The samples a chunk of m runs with: two or more are padded to whole vectors (see predict).
+    static std::size_t padded_size(std::size_t m) {
+        constexpr std::size_t w = simd::width<T>;
+        return m > 1 ? (m + w - 1) / w * w : m;
+    }
     static std::size_t num_chunks(std::size_t n) { return (n + chunk - 1) / chunk; }
     static std::size_t chunk_size(std::size_t n) {
         const std::size_t chunks = num_chunks(n);
@@ -184,30 +202,60 @@ public:
         // chunk in the first call would otherwise allocate in a later one.
         for (int t = 0; t < threads; ++t) scratch_[static_cast<std::size_t>(t)].template targets<target_t>(tps * chunk);
         const T scale = T(1) / static_cast<T>(n);
-        // gc: g (writes it) or a partial gradient (adds into it)
-        auto run_chunk = [&](std::size_t c, int tid, T* gc, bool write_g) {
+        // gc: g (writes it) or a partial gradient (adds into it). A chunk of two or more samples that does
+        // not fill whole vectors runs padded, as in predict, with copies of its last sample whose output
+        // cotangent is zero: a pullback is linear in dy, so they add exact zeros to every sum.
+        auto run_chunk = [&](std::size_t s0, std::size_t m, int tid, T* gc, bool write_g) {
             Scratch& s = scratch_[static_cast<std::size_t>(tid)];
-            const std::size_t s0 = c * size, m = std::min(size, n - s0);
+            const std::size_t mp = padded_size(m);
             const std::uint32_t* idx = index ? index + s0 : nullptr;
-            const T* xc = x.chunk(Net::in_size, s0, idx, m, s.x);
-            // The targets likewise: one sample's are read where they are.
+            // The targets go to the loss unpadded; one sample's are read where they are.
             const target_t* t = y + (idx ? *idx : s0) * tps;
-            if (m > 1) {
-                target_t* tc = s.template targets<target_t>(tps * chunk);
-                kernels::gather_transpose(y + (index ? 0 : s0 * tps), tps, idx, m, tc);
-                t = tc;
+            const target_t* const y_rows = y + (index ? 0 : s0 * tps);
+            const T* xc;
+            if (mp == m) {
+                xc = x.chunk(Net::in_size, s0, idx, m, s.x);
+                if (m > 1) kernels::gather_transpose(y_rows, tps, idx, m, s.template targets<target_t>(tps * chunk));
+            } else {
+                std::uint32_t rows[chunk];
+                xc = x.padded_chunk(Net::in_size, s0, idx, m, mp, rows, s.x);
+                kernels::gather_transpose(y_rows, tps, rows, m, s.template targets<target_t>(tps * chunk));
             }
+            if (m > 1) t = s.template targets<target_t>(tps * chunk);
             Pass chunk_pass = pass;
             chunk_pass.first_sample = pass.first_sample + s0;
-            Net::forward(p, xc, s.y, s.saved, m, chunk_pass);
-            const T l = loss.template value_and_gradient<T>(s.y, t, s.dy, Net::out_size, m, scale);
+            Net::forward(p, xc, s.y, s.saved, mp, chunk_pass);
+            T l;
+            if (mp == m) {
+                l = loss.template value_and_gradient<T>(s.y, t, s.dy, Net::out_size, m, scale);
+            } else {
+                // The loss sees the m samples only: their outputs packed to a stride of m, the cotangent
+                // spread back to the padded stride with zeros for the copies.
+                T* const y_packed = s.loss_buf.data();
+                T* const dy_packed = y_packed + Net::out_size * m;
+                for (std::size_t f = 0; f < Net::out_size; ++f) std::copy_n(s.y + f * mp, m, y_packed + f * m);
+                l = loss.template value_and_gradient<T>(y_packed, t, dy_packed, Net::out_size, m, scale);
+                for (std::size_t f = 0; f < Net::out_size; ++f) {
+                    std::copy_n(dy_packed + f * m, m, s.dy + f * mp);
+                    std::fill(s.dy + f * mp + m, s.dy + (f + 1) * mp, T(0));
+                }
+            }
             T* const no_dx = nullptr;
-            if (write_g) Net::pullback_assign(p, gc, xc, s.y, s.saved, s.scratch, s.dy, no_dx, m);
-            else Net::pullback(p, gc, xc, s.y, s.saved, s.scratch, s.dy, no_dx, m);
+            if (write_g) Net::pullback_assign(p, gc, xc, s.y, s.saved, s.scratch, s.dy, no_dx, mp);
+            else Net::pullback(p, gc, xc, s.y, s.saved, s.scratch, s.dy, no_dx, mp);
             return l;
         };
+        const auto run_chunk_number = [&](std::size_t c, int tid, T* gc, bool write_g) {
+            return run_chunk(c * size, std::min(size, n - c * size), tid, gc, write_g);
+        };
+        // A batch of a few samples runs them one at a time, in order, on this thread (see one_by_one).
+        if (n > 1 && n <= one_by_one) {
+            T l = 0;
+            for (std::size_t i = 0; i < n; ++i) l += run_chunk(i, 1, 0, g, i == 0);
+            return l * scale;
+        }
         // One chunk writes g: zeroing it first and adding took a fifth of the tiny MLP's one-sample call.
-        if (chunks == 1) return run_chunk(0, 0, g, true) * scale;
+        if (chunks == 1) return run_chunk_number(0, 0, g, true) * scale;
         std::fill_n(g, Net::num_params, T(0));
         // Group i holds chunks [i * per, (i + 1) * per) and sums them in order into a partial (the slot
         // parallel_for_ordered gives it); g = (0 + partial of group 0) + partial of group 1 + ..., in
@@ -221,7 +269,7 @@ public:
                 // The group's first chunk writes the partial (pullback_assign), the others add to it.
                 T l = 0;
                 for (std::size_t c = i * per; c < std::min(chunks, (i + 1) * per); ++c)
-                    l += run_chunk(c, tid, partial(slot), c == i * per);
+                    l += run_chunk_number(c, tid, partial(slot), c == i * per);
                 losses[i] = l;
             },
             [&](std::size_t, std::size_t slot) { kernels::add_to(g, partial(slot), Net::num_params); });
@@ -235,23 +283,33 @@ public:
     // A chunk of more than one sample whose size is not a multiple of the vector width runs padded to
     // whole vectors, the padding repeating its last sample: the kernels' scalar tails cost about as much
     // per sample as a whole vector of samples (LeNet5, 1 thread: a batch of 7 took 433 us, one of 8 took
-    // 60 us; docs/profile.md). A sample's outputs do not depend on its chunk's other samples.
+    // 60 us; docs/profile.md). A sample's outputs do not depend on its chunk's other samples. A batch of
+    // 2 to one_by_one samples runs them one at a time instead.
     template <class S = T>
     void predict(const T* p, InputRows<T, S> x, T* out, std::size_t n, int threads = 1) {
         threads = resolve_threads(threads);
         reserve(n, threads);
+        // A batch of a few samples runs them one at a time on this thread (see one_by_one): on 2 threads the
+        // fork and join (~1 us) cost the tiny MLP three times its padded chunk.
+        if (n > 1 && n <= one_by_one) {
+            Scratch& s = scratch_[0];
+            for (std::size_t i = 0; i < n; ++i) {
+                Net::forward(p, x.chunk(Net::in_size, i, nullptr, 1, s.x), s.y, s.saved, 1, Pass{.first_sample = i});
+                std::copy_n(s.y, Net::out_size, out + i * Net::out_size);
+            }
+            return;
+        }
         const std::size_t size = chunk_size(n);
         parallel_for(num_chunks(n), threads, [&](std::size_t c, int tid) {
             Scratch& s = scratch_[static_cast<std::size_t>(tid)];
             const std::size_t s0 = c * size, m = std::min(size, n - s0);
-            constexpr std::size_t w = simd::width<T>;
-            const std::size_t mp = m > 1 ? (m + w - 1) / w * w : m;
+            const std::size_t mp = padded_size(m);
             const T* xc;
             if (mp == m) {
                 xc = x.chunk(Net::in_size, s0, nullptr, m, s.x);
             } else {
                 std::uint32_t rows[chunk];
-                xc = x.padded_chunk(Net::in_size, s0, m, mp, rows, s.x);
+                xc = x.padded_chunk(Net::in_size, s0, nullptr, m, mp, rows, s.x);
             }
             // The output goes through s.y, also for one sample: written straight into out, an out
             // overlapping this sample's input (predict(p, x, x) of a one-layer chain) would be read
@@ -266,6 +324,8 @@ private:
     // One thread's buffers for one chunk (see detail::ChainBuffers) and the chunk's targets.
     struct Scratch : detail::ChainBuffers<Net, T> {
         aligned_vector<std::byte> target_buf;
+        // A padded training chunk's outputs and output cotangent, packed for the loss (value_and_gradient).
+        aligned_vector<T> loss_buf;
 
         template <class U>
         U* targets(std::size_t count) {
