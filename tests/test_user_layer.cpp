@@ -63,6 +63,50 @@ TEST_CASE("the layer checker catches a pullback_assign that adds into g", "[user
     REQUIRE_THAT(r.report(), Catch::Contains("pullback_assign wrote another parameter gradient"));
 }
 
+// A layer with batch statistics: y = a (x - mean over the chunk's samples) + b, with its exact gradient
+// (dx = a (dy - mean dy)), so the finite differences agree; but its samples see each other, which the
+// workspaces' padding and one-at-a-time batches rely on them not doing (layer.hpp).
+struct ChunkCentred : ScaleShift {
+    template <class InShape>
+    struct bound : ScaleShift::bound<InShape> {
+        using base = ScaleShift::bound<InShape>;
+        static constexpr std::size_t F = base::in_size;
+        template <class T>
+        static T mean(const T* v, std::size_t n) {
+            T s = 0;
+            for (std::size_t i = 0; i < n; ++i) s += v[i];
+            return s / static_cast<T>(n);
+        }
+        template <class T>
+        static void forward(const T* p, const T* x, T* y, T*, std::size_t n) {
+            for (std::size_t f = 0; f < F; ++f) {
+                const T m = mean(x + f * n, n);
+                for (std::size_t s = 0; s < n; ++s) y[f * n + s] = p[f] * (x[f * n + s] - m) + p[F + f];
+            }
+        }
+        template <class T>
+        static void pullback(const T* p, T* g, const T* x, const T*, T*, T*, T* dy, T* dx, std::size_t n) {
+            for (std::size_t f = 0; f < F; ++f) {
+                const T m = mean(x + f * n, n), md = mean(dy + f * n, n);
+                for (std::size_t s = 0; s < n; ++s) {
+                    g[f] += dy[f * n + s] * (x[f * n + s] - m);
+                    g[F + f] += dy[f * n + s];
+                    if (dx) dx[f * n + s] = p[f] * (dy[f * n + s] - md);
+                }
+            }
+        }
+    };
+};
+
+TEST_CASE("the layer checker catches a layer whose samples see each other", "[user_layer][gradient]") {
+    const auto r = check_layer<ChunkCentred, Input<4>>();
+    INFO(r.report());
+    REQUIRE(r.parameter_gradient_error < 1e-6);  // its gradients are right for the chunk it is given
+    REQUIRE(r.input_gradient_error < 1e-6);
+    REQUIRE_FALSE(r.passed());
+    REQUIRE_THAT(r.report(), Catch::Contains("samples must be independent"));
+}
+
 TEST_CASE("a chain with the user layer trains and round-trips through the file formats", "[user_layer][fit][io]") {
     const std::size_t n = 256;
     std::vector<double> x(n * 3), y(n);

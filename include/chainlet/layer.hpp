@@ -25,7 +25,11 @@
 //   - it may clobber dy, but not x, y or saved: so a pullback may be repeated on one forward with
 //     other cotangents (pullback.hpp's pullback() does), and gives the same result each time;
 //   - it reads nothing of scratch it did not write in the same call, and forward reads nothing of saved
-//     it did not write in the same call.
+//     it did not write in the same call;
+//   - the samples of a chunk are independent: sample s's outputs depend on its own inputs alone, and
+//     its share of g and dx on its own inputs and dy alone, linearly in dy (so a sample with dy = 0
+//     adds nothing). The workspaces rely on it: they pad a chunk with copies of a sample whose dy is
+//     zero, and run a few samples one at a time. (No batch statistics inside a layer.)
 //
 // Optional members:
 //   forward(p, x, y, saved, n, const Pass& pass)   used instead of the five-argument forward when present:

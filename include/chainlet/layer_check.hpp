@@ -16,7 +16,10 @@
 //   - that forward reads no saved value and pullback no scratch value before writing it (both are filled
 //     with NaN first), and that outputs and gradients are finite;
 //   - that float and double agree on the same (float-exact) inputs, to float_tolerance relative to the
-//     largest value of each result.
+//     largest value of each result;
+//   - for n >= 2, that samples are independent: with 3 copies of the first sample added to the chunk, their
+//     cotangent zero, the chunk's own samples get the same y and dx and g the same sums (to 1e-12
+//     relative, in double), and the copies a zero dx (the workspaces pad chunks this way).
 // Finite differences are only valid where the layer is smooth: random inputs keep ReLU and max pooling
 // away from their kinks with probability one.
 #pragma once
@@ -154,6 +157,41 @@ std::string check_pullback_assign(const std::vector<double>& p, const std::vecto
     return {};
 }
 
+// The samples of a chunk must not see each other (the workspaces pad a chunk with copies of one of its
+// samples, whose cotangent is zero, and predict a few samples one at a time): with `copies` copies of
+// sample 0 appended, samples 0..n-1 must get the same y and dx and g the same sums, and the copies dx = 0.
+template <class B>
+std::string check_independent_samples(const std::vector<double>& p, const std::vector<double>& x,
+                                      const std::vector<double>& w, std::size_t n, const Pass& pass) {
+    constexpr std::size_t copies = 3;
+    const std::size_t np = n + copies;
+    auto widen = [&](const std::vector<double>& v, std::size_t features, bool copy_first) {
+        std::vector<double> out(features * np, 0.0);
+        for (std::size_t f = 0; f < features; ++f)
+            for (std::size_t s = 0; s < np; ++s)
+                out[f * np + s] = s < n ? v[f * n + s] : copy_first ? v[f * n] : 0.0;
+        return out;
+    };
+    const std::vector<double> zeros(B::num_params, 0.0);
+    const auto alone = layer_run<B, double>(p, x, w, zeros, n, pass);
+    const auto padded = layer_run<B, double>(p, widen(x, B::in_size, true), widen(w, B::out_size, false), zeros, np, pass);
+    auto own = [&](const std::vector<double>& v, std::size_t features) {
+        std::vector<double> out(features * n);
+        for (std::size_t f = 0; f < features; ++f)
+            for (std::size_t s = 0; s < n; ++s) out[f * n + s] = v[f * np + s];
+        return out;
+    };
+    if (worst_relative(own(padded.y, B::out_size), alone.y) > 1e-12)
+        return "a sample's output changed when copies of another sample joined the chunk (samples must be independent)";
+    if (worst_relative(own(padded.dx, B::in_size), alone.dx) > 1e-12 || worst_relative(padded.g, alone.g) > 1e-12)
+        return "the gradients of a chunk changed when copies of a sample with zero cotangent joined it (samples must be "
+               "independent, and the pullback linear in dy)";
+    for (std::size_t f = 0; f < B::in_size; ++f)
+        for (std::size_t s = n; s < np; ++s)
+            if (!(padded.dx[f * np + s] == 0.0)) return "a sample with zero cotangent got a non-zero input gradient";
+    return {};
+}
+
 }  // namespace detail
 
 // The same for a layer already bound to its input shape (B = L::bound<Shape<...>>).
@@ -246,6 +284,12 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
                                        detail::worst_relative(s.g, d.g)});
         r.float_double_difference = std::max(r.float_double_difference, fdiff);
         if (!(fdiff <= o.float_tolerance)) fail(n, "float and double differ by " + std::to_string(fdiff));
+
+        // Independent samples: the chunk with copies of its first sample appended, their cotangent zero.
+        if (n >= 2) {
+            const std::string e = detail::check_independent_samples<B>(p, x, w, n, o.pass);
+            if (!e.empty()) fail(n, e);
+        }
     }
     return r;
 }

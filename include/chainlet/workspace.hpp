@@ -138,8 +138,9 @@ public:
     // larger batches or more threads grow the workspace; calls within these bounds never allocate.
     void reserve(std::size_t batch, int threads = 0) {
         threads = resolve_threads(threads);
-        // A chunk of more than one sample runs padded to whole vectors (chunk is a multiple of 16).
-        const std::size_t per_chunk = batch <= 1 ? 1 : std::min(padded_size(batch), chunk);
+        // A chunk of more than one sample runs padded to whole vectors (chunk is a multiple of 16); a batch
+        // of up to one_by_one samples needs one sample's buffers.
+        const std::size_t per_chunk = batch <= std::max<std::size_t>(one_by_one, 1) ? 1 : std::min(padded_size(batch), chunk);
         if (scratch_.size() < static_cast<std::size_t>(threads)) scratch_.resize(static_cast<std::size_t>(threads));
         for (auto& s : scratch_) {
             s.reserve(per_chunk);
