@@ -152,6 +152,17 @@ public:
         if (groups > 1 && partial_.size() < partials * Net::num_params) partial_.resize(partials * Net::num_params);
     }
 
+    // Batches of 2 to one_by_one samples run one sample at a time through the layers' one-sample paths
+    // (the quarter of a vector: 4 floats with AVX-512, 2 with AVX2 or doubles with AVX-512; none for
+    // AVX2 doubles): a padded chunk costs as much as a whole vector of samples, 5.9 (LeNet5) to 8.6 (the
+    // tiny MLP) single samples' time with AVX-512 floats (docs/profile.md, 2026-11-27). Such a sample gets the bits it
+    // gets alone, not those of a larger batch.
+    static constexpr std::size_t one_by_one = simd::width<T> / 4;
+    // The samples a chunk of m runs with: two or more are padded to whole vectors (see predict).
+    static std::size_t padded_size(std::size_t m) {
+        constexpr std::size_t w = simd::width<T>;
+        return m > 1 ? (m + w - 1) / w * w : m;
+    }
     // Samples per chunk in a batch of n: the fewest chunks of at most `chunk` samples, made equal up to a
     // multiple of 16 (one AVX-512 float vector), so that threads taking whole chunks get equal work.
     // 10,000 samples of the tiny MLP were 17 chunks of 576 and one of 208: 5,184 and 4,816 samples on 2
@@ -160,17 +171,6 @@ public:
     // multiples of 16, not of 64 (560 ends in three single-vector tiles): the tiny MLP's step on 1 thread
     // took the same time with 560 as with 576. A batch of one chunk pays no division here: the
     // one-sample call takes about 800 cycles in all.
-    // Batches of 2 to one_by_one samples run one sample at a time through the layers' one-sample paths
-    // (the quarter of a vector: 4 floats with AVX-512, 2 with AVX2 or doubles with AVX-512; none for
-    // AVX2 doubles): a padded chunk costs as much as a whole vector of samples, 5.9 (LeNet5) to 8.6 (the
-    // tiny MLP) single samples' time with AVX-512 floats (docs/profile.md). Such a sample gets the bits it
-    // gets alone, not those of a larger batch.
-    static constexpr std::size_t one_by_one = simd::width<T> / 4;
-    // The samples a chunk of m runs with: two or more are padded to whole vectors (see predict).
-    static std::size_t padded_size(std::size_t m) {
-        constexpr std::size_t w = simd::width<T>;
-        return m > 1 ? (m + w - 1) / w * w : m;
-    }
     static std::size_t num_chunks(std::size_t n) { return (n + chunk - 1) / chunk; }
     static std::size_t chunk_size(std::size_t n) {
         const std::size_t chunks = num_chunks(n);
