@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -206,6 +207,8 @@ TEMPLATE_TEST_CASE("Conv pullback of one sample (vectors along the channels) equ
     check_one_sample_pullback<T, 5, 6, 2, 2, 4, 3, Softplus, Padding::same>();   // even kernel
     check_one_sample_pullback<T, 12, 12, 6, 5, 5, 16, ReLU, Padding::valid>();   // LeNet5's second convolution
     check_one_sample_pullback<T, 28, 28, 1, 5, 5, 6, ReLU, Padding::valid>(false);  // its first, no dx
+    check_one_sample_pullback<T, 7, 11, 1, 3, 4, 5, Tanh, Padding::valid>();    // one channel, with dx
+    check_one_sample_pullback<T, 6, 9, 1, 3, 3, 7, ReLU, Padding::same>();
     check_one_sample_pullback<T, 1, 12, 4, 1, 5, 32, ReLU, Padding::same>();     // a Conv1D's shape
 }
 
@@ -233,6 +236,31 @@ TEMPLATE_TEST_CASE("conv_input_grad_one matches its twin on odd sizes", "[conv][
                 kernels::conv_input_grad_one_reference(H, W, C, OC, KH, KW, DW, dzp.data(), w.data(), ref.data());
                 INFO("OC=" << OC << " C=" << C << " K=" << KH << "x" << KW);
                 REQUIRE(test::max_rel_diff(dx, ref) < (sizeof(T) == 4 ? 1e-5 : 1e-13));
+            }
+}
+
+// conv_weight_grad_one_along_pixels against its twin: kernels 5, 3 and 7 wide (tiles of 5, of 3, and of
+// 4 + 2 + 1 taps), 1-7 output channels (tiles of 3 + 3 + 1 or 2 + 2 + 2 + 1 and smaller), a padded
+// width XW past OW + KW - 1 (same padding's, and wider), and pixel grids Q = (OH - 1) * XW + OW that
+// end in whole vectors, in a part vector or below one vector. The scratch starts NaN: every value of it
+// that the kernel reads, it must have written. g and db start non-zero (the kernel adds).
+TEMPLATE_TEST_CASE("conv_weight_grad_one_along_pixels matches its twin on odd sizes", "[conv][kernel]", float, double) {
+    using T = TestType;
+    for (std::size_t OC : {1, 2, 5, 6, 7})
+        for (auto [KH, KW] : {std::pair<std::size_t, std::size_t>{5, 5}, {2, 3}, {3, 7}, {1, 2}})
+            for (auto [OH, OW, extra] : {std::array<std::size_t, 3>{24, 24, 0}, {3, 5, 2}, {1, 9, 0}, {2, 1, 3}}) {
+                const std::size_t XW = OW + KW - 1 + extra, XH = OH + KH - 1;
+                const auto xp = test::random_vector<T>(XH * XW, 50 + OC + KW);
+                const auto dz = test::random_vector<T>(OH * OW * OC, 60 + OH);
+                const auto g0 = test::random_vector<T>(KH * KW * OC + OC, 70);
+                std::vector<T> g = g0, ref = g0, dzw(OC * OH * XW, std::numeric_limits<T>::quiet_NaN());
+                kernels::conv_weight_grad_one_along_pixels(OH, OW, XW, OC, KH, KW, xp.data(), dz.data(), dzw.data(),
+                                                           g.data(), g.data() + KH * KW * OC);
+                kernels::conv_weight_grad_one_reference(OH, OW, XW, OC, KH, KW, xp.data(), dz.data(), ref.data(),
+                                                        ref.data() + KH * KW * OC);
+                INFO("OC=" << OC << " K=" << KH << "x" << KW << " OH=" << OH << " OW=" << OW << " XW=" << XW);
+                // sums of up to 576 products, in another order than the twin's
+                REQUIRE(test::max_rel_diff(g, ref) < (sizeof(T) == 4 ? 1e-4 : 1e-12));
             }
 }
 

@@ -5,6 +5,8 @@
 //                     flipped and the channels swapped, gives the input gradient of a convolution.
 //   conv_weight_grad: g[k, oc] += sum over output pixels and samples of patch_k * dz_oc.
 //   conv_input_grad_one: a convolution's input gradient for one sample, vectors along the channels.
+//   conv_weight_grad_one_along_pixels: one sample's weight and bias gradients of a convolution with one
+//                     input channel, vectors along the output pixels.
 //   activation_pullback_channel_sums: dz = act'(z) dy in place, and the bias gradient, the sum over
 //                     pixels and samples of dz per channel.
 //   conv_activation_parameter_grads: the two above, in bands of output rows where dz exceeds L1.
@@ -241,6 +243,65 @@ void conv_input_grad_one_reference(size_t H, size_t W, size_t C, size_t OC, size
                                    w[(((KH - 1 - ky) * KW + KW - 1 - kx) * C + c) * OC + oc];
                 dx[(y * W + x) * C + c] = acc;
             }
+}
+
+// One sample's weight and bias gradients of a convolution with one input channel, vectors along the
+// output pixels (along the output channels, fewer than a vector holds, most lanes would be idle:
+// LeNet5's first convolution has 6 of 16). With one channel, output pixel q = oy * XW + ox, counted on
+// the grid of the (padded) input's width XW, reads tap (ky, kx) at xp[q + ky * XW + kx]: a shift that is
+// the same for every pixel. So, with dzw[oc * Q + q] = dz[(oy * OW + ox) * OC + oc] on that grid (zero in
+// the XW - OW columns past each output row) and Q = (OH - 1) * XW + OW,
+//   g[(ky * KW + kx) * OC + oc] += sum_{q < Q} xp[q + ky * XW + kx] dzw[oc * Q + q],
+//   db[oc] += sum_{q < Q} dzw[oc * Q + q]
+// are dot products along contiguous q: nt_tile's, with A's rows the kx of a kernel row (1 apart in xp)
+// and B's the channels of dzw, db from the ones row of the first. dzw: OC * Q values of scratch. The
+// zero columns add zero products, unless an input value they meet is infinite or NaN.
+template <class T>
+void conv_weight_grad_one_along_pixels(size_t OH, size_t OW, size_t XW, size_t OC, size_t KH, size_t KW,
+                                       const T* xp, const T* dz, T* dzw, T* g, T* db) {
+    const size_t Q = (OH - 1) * XW + OW;
+    for (size_t oc = 0; oc < OC; ++oc)
+        for (size_t oy = 0; oy < OH; ++oy) {
+            T* row = dzw + oc * Q + oy * XW;
+            for (size_t ox = 0; ox < OW; ++ox) row[ox] = dz[(oy * OW + ox) * OC + oc];
+            if (oy + 1 < OH) std::fill(row + OW, row + XW, T(0));
+        }
+    // Tiles of MR taps x PR channels, MR * PR + PR accumulators (with the ones row), PR B vectors and an A
+    // vector in registers: 6 x 3 with 32 vector registers, 4 x 2 with 16 (and 5 for kernels 5 wide).
+    constexpr int PR = simd::vector_registers >= 32 ? 3 : 2;
+    auto kernel_row = [&]<int MRB>(size_t ky) {
+        for_row_blocks<MRB>(KW, [&]<int MR>(size_t kx0) {
+            for_row_blocks<PR>(OC, [&]<int P>(size_t oc0) {
+                const detail::StoredRows<T> b{dzw + oc0 * Q, Q};
+                T* c = g + (ky * KW + kx0) * OC + oc0;
+                if (ky == 0 && kx0 == 0) nt_tile<MR, P, true>(Q, xp + kx0, 1, b, c, OC, db + oc0);
+                else nt_tile<MR, P>(Q, xp + ky * XW + kx0, 1, b, c, OC);
+            });
+        });
+    };
+    for (size_t ky = 0; ky < KH; ++ky) {
+        if (KW % 5 == 0) kernel_row.template operator()<5>(ky);
+        else if (KW % 3 == 0) kernel_row.template operator()<3>(ky);
+        else kernel_row.template operator()<4>(ky);
+    }
+}
+
+template <class T>
+void conv_weight_grad_one_reference(size_t OH, size_t OW, size_t XW, size_t OC, size_t KH, size_t KW, const T* xp,
+                                    const T* dz, T* g, T* db) {
+    for (size_t ky = 0; ky < KH; ++ky)
+        for (size_t kx = 0; kx < KW; ++kx)
+            for (size_t oc = 0; oc < OC; ++oc) {
+                T acc(0);
+                for (size_t oy = 0; oy < OH; ++oy)
+                    for (size_t ox = 0; ox < OW; ++ox) acc += xp[(oy + ky) * XW + ox + kx] * dz[(oy * OW + ox) * OC + oc];
+                g[(ky * KW + kx) * OC + oc] += acc;
+            }
+    for (size_t oc = 0; oc < OC; ++oc) {
+        T acc(0);
+        for (size_t p = 0; p < OH * OW; ++p) acc += dz[p * OC + oc];
+        db[oc] += acc;
+    }
 }
 
 namespace detail {

@@ -186,16 +186,25 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
         // 19.0 against 15.8 us); dx from the padded dz by conv_input_grad_one. The same sums as the chunk
         // route's in another order, over the padding's zeros too (which the chunk route skips in part:
         // the sign of a zero can differ, and an infinite or NaN weight or dz reaches more of them).
+        // One input channel and fewer output channels than a vector holds (LeNet5's first convolution: the
+        // gemm_nn calls ran 6 of 16 lanes): dW and db run along the output pixels instead, by
+        // conv_weight_grad_one_along_pixels on dz transposed into scratch (before dx's padded dz takes
+        // it): LeNet5's one-sample step 43.5 -> 28.8 us, float, 1 thread (docs/profile.md).
         template <class T>
         static void pullback_one(const T* p, T* g, const T* xp, const T* s, T* scratch, T* dy, T* dx) {
             using namespace kernels;
             activation_pullback<Act>(dy, s, out_size);
-            const T one(1);
-            gemm_nn<NoEpilogue, Init::accumulate>(1, OC, OH * OW, &one, 0, 0, dy, OC, g + num_weights, OC);
-            for (std::size_t oy = 0; oy < OH; ++oy)
-                for (std::size_t ky = 0; ky < KH; ++ky)
-                    gemm_nn<NoEpilogue, Init::accumulate>(KW * C, OC, OW, xp + (oy + ky) * XW * C, 1, C,
-                                                          dy + oy * OW * OC, OC, g + ky * KW * C * OC, OC);
+            if constexpr (C == 1 && OC < simd::width<T>) {
+                conv_weight_grad_one_along_pixels(OH, OW, XW, OC, KH, KW, xp, static_cast<const T*>(dy), scratch, g,
+                                                  g + num_weights);
+            } else {
+                const T one(1);
+                gemm_nn<NoEpilogue, Init::accumulate>(1, OC, OH * OW, &one, 0, 0, dy, OC, g + num_weights, OC);
+                for (std::size_t oy = 0; oy < OH; ++oy)
+                    for (std::size_t ky = 0; ky < KH; ++ky)
+                        gemm_nn<NoEpilogue, Init::accumulate>(KW * C, OC, OW, xp + (oy + ky) * XW * C, 1, C,
+                                                              dy + oy * OW * OC, OC, g + ky * KW * C * OC, OC);
+            }
             if (dx) {
                 T* dzp = scratch;
                 pad_copy_sides(static_cast<const T*>(dy), OH, OW, OC, 1, KH - 1 - pad_top, KW - 1 - pad_left,
