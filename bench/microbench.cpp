@@ -132,22 +132,23 @@ BENCHMARK(BM_conv2_pullback);
 // 4 channels, two same-padded convolutions, pooling, a Dense head).
 using Conv1dNet = Chain<Input<64, 4>, Conv1D<5, 16, ReLU, Padding::same>, MaxPool1D<2>, Conv1D<5, 32, ReLU, Padding::same>,
                         MaxPool1D<2>, GlobalAvgPool, Dense<4>>;
+// n samples' value_and_gradient on 1 thread.
 template <class Net, class Targets, class Loss>
-void one_sample_gradient(benchmark::State& state, const Targets& y, Loss loss) {
+void gradient_of(benchmark::State& state, std::size_t n, const Targets& y, Loss loss) {
     std::vector<float> p(Net::num_params), g(Net::num_params);
     init_params<Net>(p, 1);
-    const auto x = normal(Net::in_size, 2);
-    Workspace<Net, float> ws(1, 1);
+    const auto x = normal(n * Net::in_size, 2);
+    Workspace<Net, float> ws(n, 1);
     for (auto _ : state) {
         value_and_gradient<Net>(ws, p, g, x, y, loss, 1);
         benchmark::ClobberMemory();
     }
 }
 void BM_lenet5_gradient_1(benchmark::State& s) {
-    one_sample_gradient<LeNet5>(s, std::vector<std::int32_t>{3}, SoftmaxCrossEntropy{});
+    gradient_of<LeNet5>(s, 1, std::vector<std::int32_t>{3}, SoftmaxCrossEntropy{});
 }
 void BM_conv1d_net_gradient_1(benchmark::State& s) {
-    one_sample_gradient<Conv1dNet>(s, normal(Conv1dNet::out_size, 3), SquaredError{});
+    gradient_of<Conv1dNet>(s, 1, normal(Conv1dNet::out_size, 3), SquaredError{});
 }
 BENCHMARK(BM_lenet5_gradient_1);
 BENCHMARK(BM_conv1d_net_gradient_1);
@@ -156,16 +157,9 @@ BENCHMARK(BM_conv1d_net_gradient_1);
 // AVX-512 floats), 7 and 13 as one chunk padded to 16 (workspace.hpp); 16 for the whole vector.
 void BM_lenet5_gradient_few(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
-    std::vector<float> p(LeNet5::num_params), g(LeNet5::num_params);
-    init_params<LeNet5>(p, 1);
-    const auto x = normal(n * LeNet5::in_size, 2);
     std::vector<std::int32_t> y(n);
     for (std::size_t s = 0; s < n; ++s) y[s] = static_cast<std::int32_t>(s % 10);
-    Workspace<LeNet5, float> ws(n, 1);
-    for (auto _ : state) {
-        value_and_gradient<LeNet5>(ws, p, g, x, y, SoftmaxCrossEntropy{}, 1);
-        benchmark::ClobberMemory();
-    }
+    gradient_of<LeNet5>(state, n, y, SoftmaxCrossEntropy{});
 }
 BENCHMARK(BM_lenet5_gradient_few)->Arg(3)->Arg(7)->Arg(13)->Arg(16);
 

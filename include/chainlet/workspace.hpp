@@ -213,16 +213,17 @@ public:
             // The targets go to the loss unpadded; one sample's are read where they are.
             const target_t* t = y + (idx ? *idx : s0) * tps;
             const target_t* const y_rows = y + (index ? 0 : s0 * tps);
+            target_t* const chunk_targets = s.template targets<target_t>(tps * chunk);
             const T* xc;
             if (mp == m) {
                 xc = x.chunk(Net::in_size, s0, idx, m, s.x);
-                if (m > 1) kernels::gather_transpose(y_rows, tps, idx, m, s.template targets<target_t>(tps * chunk));
+                if (m > 1) kernels::gather_transpose(y_rows, tps, idx, m, chunk_targets);
             } else {
                 std::uint32_t rows[chunk];
                 xc = x.padded_chunk(Net::in_size, s0, idx, m, mp, rows, s.x);
-                kernels::gather_transpose(y_rows, tps, rows, m, s.template targets<target_t>(tps * chunk));
+                kernels::gather_transpose(y_rows, tps, rows, m, chunk_targets);
             }
-            if (m > 1) t = s.template targets<target_t>(tps * chunk);
+            if (m > 1) t = chunk_targets;
             Pass chunk_pass = pass;
             chunk_pass.first_sample = pass.first_sample + s0;
             Net::forward(p, xc, s.y, s.saved, mp, chunk_pass);
@@ -290,20 +291,9 @@ public:
     void predict(const T* p, InputRows<T, S> x, T* out, std::size_t n, int threads = 1) {
         threads = resolve_threads(threads);
         reserve(n, threads);
-        // A batch of a few samples runs them one at a time on this thread (see one_by_one): on 2 threads the
-        // fork and join (~1 us) cost the tiny MLP three times its padded chunk.
-        if (n > 1 && n <= one_by_one) {
-            Scratch& s = scratch_[0];
-            for (std::size_t i = 0; i < n; ++i) {
-                Net::forward(p, x.chunk(Net::in_size, i, nullptr, 1, s.x), s.y, s.saved, 1, Pass{.first_sample = i});
-                std::copy_n(s.y, Net::out_size, out + i * Net::out_size);
-            }
-            return;
-        }
-        const std::size_t size = chunk_size(n);
-        parallel_for(num_chunks(n), threads, [&](std::size_t c, int tid) {
+        // Samples [s0, s0 + m) on thread tid's scratch.
+        auto run_chunk = [&](std::size_t s0, std::size_t m, int tid) {
             Scratch& s = scratch_[static_cast<std::size_t>(tid)];
-            const std::size_t s0 = c * size, m = std::min(size, n - s0);
             const std::size_t mp = padded_size(m);
             const T* xc;
             if (mp == m) {
@@ -318,7 +308,16 @@ public:
             Net::forward(p, xc, s.y, s.saved, mp, Pass{.first_sample = s0});
             if (m == 1) std::copy_n(s.y, Net::out_size, out + s0 * Net::out_size);
             else kernels::scatter_transpose(s.y, Net::out_size, m, out + s0 * Net::out_size, mp);
-        });
+        };
+        // A batch of a few samples runs them one at a time on this thread (see one_by_one): on 2 threads the
+        // fork and join (~1 us) cost the tiny MLP three times its padded chunk.
+        if (n > 1 && n <= one_by_one) {
+            for (std::size_t i = 0; i < n; ++i) run_chunk(i, 1, 0);
+            return;
+        }
+        const std::size_t size = chunk_size(n);
+        parallel_for(num_chunks(n), threads,
+                     [&](std::size_t c, int tid) { run_chunk(c * size, std::min(size, n - c * size), tid); });
     }
 
 private:
