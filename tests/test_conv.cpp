@@ -152,8 +152,8 @@ TEMPLATE_TEST_CASE("Conv forward of one sample (vectors along the channels) equa
     check_one_sample_forward<T, 5, 9, 1, 3, 3, 3, GELU, Padding::same>();
 }
 
-// The pullback of one sample (Conv::pullback_one: dW by gemm_nn along the output channels, dx by
-// conv_input_grad_one) against the chunk route (conv_activation_parameter_grads, conv_valid along the
+// The pullback of one sample (Conv::pullback_one: dW by gemm_nn along the output channels, or along the
+// pixels for one input channel and fewer output channels than a vector, dx by conv_input_grad_one) against the chunk route (conv_activation_parameter_grads, conv_valid along the
 // samples) on the same three samples: dz and dx sample by sample, and the parameter gradient of the three
 // one-sample pullbacks added into one g against the chunk's (both starting from the same non-zero g).
 // The shapes of the forward test above (vector tiles and tails of the channel dimension), same padding
@@ -196,7 +196,7 @@ void check_one_sample_pullback(bool want_dx = true) {
     REQUIRE(test::max_rel_diff(g_one, g) < tol);
 }
 
-TEMPLATE_TEST_CASE("Conv pullback of one sample (vectors along the channels) equals the chunk's", "[conv][gradient]",
+TEMPLATE_TEST_CASE("Conv pullback of one sample (vectors along the channels or pixels) equals the chunk's", "[conv][gradient]",
                    float, double) {
     using T = TestType;
     check_one_sample_pullback<T, 5, 6, 3, 3, 3, 37, Tanh, Padding::same>();
@@ -239,25 +239,28 @@ TEMPLATE_TEST_CASE("conv_input_grad_one matches its twin on odd sizes", "[conv][
             }
 }
 
-// conv_weight_grad_one_along_pixels against its twin: kernels 5, 3 and 7 wide (tiles of 5, of 3, and of
-// 4 + 2 + 1 taps), 1-7 output channels (tiles of 3 + 3 + 1 or 2 + 2 + 2 + 1 and smaller), a padded
-// width XW past OW + KW - 1 (same padding's, and wider), and pixel grids Q = (OH - 1) * XW + OW that
-// end in whole vectors, in a part vector or below one vector. The scratch starts NaN: every value of it
-// that the kernel reads, it must have written. g and db start non-zero (the kernel adds).
+// conv_weight_grad_one_along_pixels against its twin: kernels 5, 3, 7 and 2 wide (tiles of 5, of 3, of
+// 4 + 2 + 1 and of 2 taps), 1-7 output channels (tiles of 3 + 3 + 1 or 2 + 2 + 2 + 1 and smaller), a
+// padded width XW of OW + KW - 1 (a layer's) and wider, and pixel grids Q = (OH - 1) * XW + OW that end in
+// whole vectors (Q = 16, 32), in a part vector or below one vector. The scratch holds exactly the OC * Q
+// values the kernel may use and starts NaN: every value it reads, it must have written (and a write past
+// it fails under ASan). g and db start non-zero (the kernel adds).
 TEMPLATE_TEST_CASE("conv_weight_grad_one_along_pixels matches its twin on odd sizes", "[conv][kernel]", float, double) {
     using T = TestType;
     for (std::size_t OC : {1, 2, 5, 6, 7})
         for (auto [KH, KW] : {std::pair<std::size_t, std::size_t>{5, 5}, {2, 3}, {3, 7}, {1, 2}})
-            for (auto [OH, OW, extra] : {std::array<std::size_t, 3>{24, 24, 0}, {3, 5, 2}, {1, 9, 0}, {2, 1, 3}}) {
+            for (auto [OH, OW, extra] : {std::array<std::size_t, 3>{24, 24, 0}, {3, 5, 2}, {1, 9, 0}, {2, 1, 3},
+                                         {1, 16, 0}, {1, 32, 3}}) {
                 const std::size_t XW = OW + KW - 1 + extra, XH = OH + KH - 1;
                 const auto xp = test::random_vector<T>(XH * XW, 50 + OC + KW);
                 const auto dz = test::random_vector<T>(OH * OW * OC, 60 + OH);
                 const auto g0 = test::random_vector<T>(KH * KW * OC + OC, 70);
-                std::vector<T> g = g0, ref = g0, dzw(OC * OH * XW, std::numeric_limits<T>::quiet_NaN());
+                const std::size_t Q = (OH - 1) * XW + OW;
+                std::vector<T> g = g0, ref = g0, dzw(OC * Q, std::numeric_limits<T>::quiet_NaN());
                 kernels::conv_weight_grad_one_along_pixels(OH, OW, XW, OC, KH, KW, xp.data(), dz.data(), dzw.data(),
                                                            g.data(), g.data() + KH * KW * OC);
-                kernels::conv_weight_grad_one_reference(OH, OW, XW, OC, KH, KW, xp.data(), dz.data(), ref.data(),
-                                                        ref.data() + KH * KW * OC);
+                kernels::conv_weight_grad_one_along_pixels_reference(OH, OW, XW, OC, KH, KW, xp.data(), dz.data(),
+                                                                     ref.data(), ref.data() + KH * KW * OC);
                 INFO("OC=" << OC << " K=" << KH << "x" << KW << " OH=" << OH << " OW=" << OW << " XW=" << XW);
                 // sums of up to 576 products, in another order than the twin's
                 REQUIRE(test::max_rel_diff(g, ref) < (sizeof(T) == 4 ? 1e-4 : 1e-12));

@@ -266,15 +266,16 @@ void conv_weight_grad_one_along_pixels(size_t OH, size_t OW, size_t XW, size_t O
             for (size_t ox = 0; ox < OW; ++ox) row[ox] = dz[(oy * OW + ox) * OC + oc];
             if (oy + 1 < OH) std::fill(row + OW, row + XW, T(0));
         }
-    // Tiles of MR taps x PR channels, MR * PR + PR accumulators (with the ones row), PR B vectors and an A
-    // vector in registers: 6 x 3 with 32 vector registers, 4 x 2 with 16 (and 5 for kernels 5 wide).
+    // Tiles of MR taps of a kernel row (blocks of 5 or 3 where they divide KW, else of 4) x PR channels (3
+    // with 32 vector registers, 2 with 16): MR * PR + PR accumulators (with the ones row), PR B vectors
+    // and an A vector, at most 22 registers (15 with 16).
     constexpr int PR = simd::vector_registers >= 32 ? 3 : 2;
     auto kernel_row = [&]<int MRB>(size_t ky) {
         for_row_blocks<MRB>(KW, [&]<int MR>(size_t kx0) {
             for_row_blocks<PR>(OC, [&]<int P>(size_t oc0) {
                 const detail::StoredRows<T> b{dzw + oc0 * Q, Q};
                 T* c = g + (ky * KW + kx0) * OC + oc0;
-                if (ky == 0 && kx0 == 0) nt_tile<MR, P, true>(Q, xp + kx0, 1, b, c, OC, db + oc0);
+                if (ky == 0 && kx0 == 0) nt_tile<MR, P, true>(Q, xp, 1, b, c, OC, db + oc0);
                 else nt_tile<MR, P>(Q, xp + ky * XW + kx0, 1, b, c, OC);
             });
         });
@@ -287,8 +288,8 @@ void conv_weight_grad_one_along_pixels(size_t OH, size_t OW, size_t XW, size_t O
 }
 
 template <class T>
-void conv_weight_grad_one_reference(size_t OH, size_t OW, size_t XW, size_t OC, size_t KH, size_t KW, const T* xp,
-                                    const T* dz, T* g, T* db) {
+void conv_weight_grad_one_along_pixels_reference(size_t OH, size_t OW, size_t XW, size_t OC, size_t KH, size_t KW,
+                                                  const T* xp, const T* dz, T* g, T* db) {
     for (size_t ky = 0; ky < KH; ++ky)
         for (size_t kx = 0; kx < KW; ++kx)
             for (size_t oc = 0; oc < OC; ++oc) {

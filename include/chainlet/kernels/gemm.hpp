@@ -176,7 +176,8 @@ inline Tile<T, AOff, BOff> moved(Tile<T, AOff, BOff> t, size_t m, ptrdiff_t shif
 inline constexpr int tile_vectors = simd::vector_registers >= 32 ? 4 : 2;
 
 // Calls tile<MR>(m) over the rows [0, M) in blocks of B (4 unless asked: conv_valid asks for 6 where the
-// channels are a multiple of 6, nn_panel 8 for its tiles of one vector), then 4 (after 8), 2, 1.
+// channels are a multiple of 6, nn_panel 8 for its tiles of one vector, conv_weight_grad_one_along_pixels
+// 5 or 3 for a kernel row and 3 or 2 for channels), then 4 (after 8), 2, 1.
 // Always inlined, so that a caller's always-inlined tile lambda (conv_valid) is inlined all the way.
 template <int B = 4, class F>
 [[gnu::always_inline]] inline void for_row_blocks(size_t M, F&& tile) {

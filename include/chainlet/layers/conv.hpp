@@ -189,7 +189,9 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
         // One input channel and fewer output channels than a vector holds (LeNet5's first convolution: the
         // gemm_nn calls ran 6 of 16 lanes): dW and db run along the output pixels instead, by
         // conv_weight_grad_one_along_pixels on dz transposed into scratch (before dx's padded dz takes
-        // it): LeNet5's one-sample step 43.5 -> 28.8 us, float, 1 thread (docs/profile.md).
+        // it): LeNet5's one-sample step 43.5 -> 28.8 us, float, 1 thread (docs/profile.md). Its sums run over
+        // XW - OW zero columns of dz past each output row, whose products meet input values of the next
+        // row: an infinite or NaN input value reaches more weights there (as NaN) than on the other route.
         template <class T>
         static void pullback_one(const T* p, T* g, const T* xp, const T* s, T* scratch, T* dy, T* dx) {
             using namespace kernels;
