@@ -153,9 +153,10 @@ TEMPLATE_TEST_CASE("Conv forward of one sample (vectors along the channels) equa
 }
 
 // The pullback of one sample (Conv::pullback_one: dW by gemm_nn along the output channels, or along the
-// pixels for one input channel and fewer output channels than a vector, dx by conv_input_grad_one) against the chunk route (conv_activation_parameter_grads, conv_valid along the
-// samples) on the same three samples: dz and dx sample by sample, and the parameter gradient of the three
-// one-sample pullbacks added into one g against the chunk's (both starting from the same non-zero g).
+// pixels for one input channel and fewer output channels than a vector, dx by conv_input_grad_one)
+// against the chunk route (conv_activation_parameter_grads, conv_valid along the samples) on the same
+// three samples: dz and dx sample by sample, and the parameter gradient of the three one-sample
+// pullbacks added into one g against the chunk's (both starting from the same non-zero g).
 // The shapes of the forward test above (vector tiles and tails of the channel dimension), same padding
 // with an even kernel (unequal padding of dz), and a layer without input gradient (dx null).
 template <class T, std::size_t H, std::size_t W, std::size_t C, std::size_t KH, std::size_t KW, std::size_t OC, class Act,
@@ -196,8 +197,8 @@ void check_one_sample_pullback(bool want_dx = true) {
     REQUIRE(test::max_rel_diff(g_one, g) < tol);
 }
 
-TEMPLATE_TEST_CASE("Conv pullback of one sample (vectors along the channels or pixels) equals the chunk's", "[conv][gradient]",
-                   float, double) {
+TEMPLATE_TEST_CASE("Conv pullback of one sample (vectors along the channels or pixels) equals the chunk's",
+                   "[conv][gradient]", float, double) {
     using T = TestType;
     check_one_sample_pullback<T, 5, 6, 3, 3, 3, 37, Tanh, Padding::same>();
     check_one_sample_pullback<T, 4, 7, 2, 2, 3, 16, ReLU, Padding::valid>();
