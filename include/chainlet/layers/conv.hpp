@@ -79,6 +79,14 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
 
         static constexpr auto patch = kernels::patch_offsets<KH, KW, C, XW>();
         static constexpr auto dz_patch = kernels::patch_offsets<KH, KW, OC, DW>();
+        // Where output pixel p = oy * OW + ox's patch starts in xp (the one-sample weight gradient).
+        static constexpr auto pixel_offsets = [] {
+            std::array<std::uint32_t, OH * OW> t{};
+            for (std::size_t oy = 0; oy < OH; ++oy)
+                for (std::size_t ox = 0; ox < OW; ++ox)
+                    t[oy * OW + ox] = static_cast<std::uint32_t>((oy * XW + ox) * C);
+            return t;
+        }();
         // For dx: A(c, k') with k' = (ky', kx', oc) reads W[KH-1-ky', KW-1-kx', c, oc] = w[c * OC + flipped[k']].
         static constexpr auto flipped = [] {
             std::array<std::uint32_t, KH * KW * OC> t{};
@@ -179,13 +187,14 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
         }
 
         // One sample, vectors along the channels as in forward_one (the chunk route's run along the samples):
-        // dz = act'(s) dy in place; db += dz's column sums; per output row oy and kernel row ky, the weight
-        // rows of ky (KW * C of them, contiguous in the patch) += A^T dz_oy with
-        // A(ox, kx * C + c) = xp[((oy + ky) * XW + ox + kx) * C + c], one gemm_nn each (one call per kernel
-        // row over all pixels, through a table of pixel offsets, ran LeNet5's first convolution slower:
-        // 19.0 against 15.8 us); dx from the padded dz by conv_input_grad_one. The same sums as the chunk
-        // route's in another order, over the padding's zeros too (which the chunk route skips in part:
-        // the sign of a zero can differ, and an infinite or NaN weight or dz reaches more of them).
+        // dz = act'(s) dy in place; db += dz's column sums; per kernel row ky, the weight rows of ky (KW * C
+        // of them, contiguous in the patch) += A^T dz with A(p, kx * C + c) = xp[pixel_offsets[p] +
+        // (ky * XW + kx) * C + c] over all output pixels p, one panel each (one gemm_nn per output row and
+        // kernel row added the same products in the same order: LeNet5's one-sample step 30.1-32.3 ->
+        // 29.9-30.3 us, in double 49.2-51.6 -> 44.9-49.2); dx from the padded dz by conv_input_grad_one.
+        // The same sums as the chunk route's in another order, over the padding's zeros too (which the
+        // chunk route skips in part: the sign of a zero can differ, and an infinite or NaN weight or dz
+        // reaches more of them).
         // One input channel and fewer output channels than a vector holds (LeNet5's first convolution: the
         // gemm_nn calls ran 6 of 16 lanes): dW and db run along the output pixels instead, by
         // conv_weight_grad_one_along_pixels on dz transposed into scratch (before dx's padded dz takes
@@ -202,10 +211,13 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
             } else {
                 const T one(1);
                 gemm_nn<NoEpilogue, Init::accumulate>(1, OC, OH * OW, &one, 0, 0, dy, OC, g + num_weights, OC);
-                for (std::size_t oy = 0; oy < OH; ++oy)
-                    for (std::size_t ky = 0; ky < KH; ++ky)
-                        gemm_nn<NoEpilogue, Init::accumulate>(KW * C, OC, OW, xp + (oy + ky) * XW * C, 1, C,
-                                                              dy + oy * OW * OC, OC, g + ky * KW * C * OC, OC);
+                constexpr auto ocs = static_cast<std::ptrdiff_t>(OC);
+                for (std::size_t ky = 0; ky < KH; ++ky) {
+                    const Tile<T, Table, Stride> t{KRange::all(OH * OW), xp + ky * XW * C, 1,
+                                                   Table{pixel_offsets.data(), 1}, dy, Stride{ocs}, simd::width<T>,
+                                                   g + ky * KW * C * OC, ocs, simd::width<T>, nullptr, nullptr};
+                    nn_panel<NoEpilogue, Init::accumulate>(KW * C, OC, t);
+                }
             }
             if (dx) {
                 T* dzp = scratch;
