@@ -70,15 +70,16 @@ struct HvpRule<B> {
     template <class T>
     static void forward(const T* w, const T* vw, const T* x, const T* rx, T* a, T* ra, T* sv, std::size_t m) {
         using kernels::Init;
+        using kernels::unit_stride;
         T *z = sv, *rz = sv + Out * m;
         if constexpr (B::has_bias) {
-            kernels::gemm_nn<Identity, Init::row_bias>(Out, m, In, w, 1, Out, x, m, z, m, w + B::num_weights);
-            kernels::gemm_nn<Identity, Init::row_bias>(Out, m, In, vw, 1, Out, x, m, rz, m, vw + B::num_weights);
+            kernels::gemm_nn<Identity, Init::row_bias>(Out, m, In, w, unit_stride, Out, x, m, z, m, w + B::num_weights);
+            kernels::gemm_nn<Identity, Init::row_bias>(Out, m, In, vw, unit_stride, Out, x, m, rz, m, vw + B::num_weights);
         } else {
-            kernels::gemm_nn<Identity, Init::zero>(Out, m, In, w, 1, Out, x, m, z, m);
-            kernels::gemm_nn<Identity, Init::zero>(Out, m, In, vw, 1, Out, x, m, rz, m);
+            kernels::gemm_nn<Identity, Init::zero>(Out, m, In, w, unit_stride, Out, x, m, z, m);
+            kernels::gemm_nn<Identity, Init::zero>(Out, m, In, vw, unit_stride, Out, x, m, rz, m);
         }
-        if (rx) kernels::gemm_nn<kernels::NoEpilogue, Init::accumulate>(Out, m, In, w, 1, Out, rx, m, rz, m);
+        if (rx) kernels::gemm_nn<kernels::NoEpilogue, Init::accumulate>(Out, m, In, w, unit_stride, Out, rx, m, rz, m);
         kernels::vectors_then_scalars<T>(Out * m, [&]<class V>(std::size_t k) {
             const Jet<V> j = Act::jet(simd::loadv<V>(z + k));
             simd::storev(a + k, j.value);

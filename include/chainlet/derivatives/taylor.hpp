@@ -303,7 +303,7 @@ struct TaylorRule<B> {
     template <class T>
     static void forward(const T* p, const T* x, T* y, T* z, std::size_t m, const JetColumns& cols) {
         const std::size_t N = cols.C * m;
-        kernels::gemm_nn<Identity, kernels::Init::zero>(Out, N, In, p, 1, Out, x, N, z, N);
+        kernels::gemm_nn<Identity, kernels::Init::zero>(Out, N, In, p, kernels::unit_stride, Out, x, N, z, N);
         const T* bias = B::has_bias ? p + B::num_weights : nullptr;
         DenseJetRule<Act, T>::template forward<true>(z, y, Out, m, cols.D, cols.second, bias);
     }

@@ -62,16 +62,26 @@ struct KRange {
     static KRange all(size_t K) { return {0, 1, K, K}; }
 };
 
+// A row stride of A that the compiler knows to be 1: A's rows adjacent, as in W X with W stored
+// input-major (a Dense layer's forward). With the stride a run-time value, GCC 12 addressed a tile's
+// broadcasts through a chain of additions per k step (one per row), and LeNet5's Dense<120> forward on
+// a chunk of 16 ran at 115-123 GFLOP/s (Intel Xeon, 1 thread) against 128-138 with it known
+// (docs/profile.md, 2026-11-27, 08:54-).
+struct UnitStride {
+    constexpr operator ptrdiff_t() const { return 1; }
+};
+inline constexpr UnitStride unit_stride{};
+
 // Addressing of an MR x NR register tile of gemm_nn:
-//   A(i, k) = a[i * a_rs + a_off(k)]                (a scalar, broadcast)
+//   A(i, k) = a[i * a_rs + a_off(k)]                (a scalar, broadcast; a_rs a ptrdiff_t or UnitStride)
 //   B(k, j) = the vector at b + b_off(k) + j * b_js
 //   C(i, j) = the vector at c + i * c_is + j * c_js  (z, the pre-activation, alike; bias[i] for a
 //             row bias, the vector at bias + j * c_js for a column bias)
-template <class T, class AOff, class BOff>
+template <class T, class AOff, class BOff, class ARowStride = ptrdiff_t>
 struct Tile {
     KRange k;
     const T* a;
-    ptrdiff_t a_rs;
+    ARowStride a_rs;
     AOff a_off;
     const T* b;
     BOff b_off;
@@ -95,8 +105,8 @@ enum class Columns { all, joining, leaving };
 // k, so its sums are those of the full tile less the products it skips. (A tile that chose its columns
 // per stretch at run time, from up to 10 column ranges, kept its accumulators on the stack: GCC 12.)
 template <bool contiguous, class Epilogue, Init init, class V, int MR, int NR, Columns columns = Columns::all,
-          class T, class AOff, class BOff>
-inline void nn_tile_with(const Tile<T, AOff, BOff>& t, const size_t* stage_end = nullptr) {
+          class T, class AOff, class BOff, class ARs>
+inline void nn_tile_with(const Tile<T, AOff, BOff, ARs>& t, const size_t* stage_end = nullptr) {
     const ptrdiff_t b_js = contiguous ? lanes<V> : t.b_js, c_js = contiguous ? lanes<V> : t.c_js;
     // Every loop over the tile fully unrolled, so that acc lives in registers: GCC 12 left the first
     // and last of these rolled in the staircase tiles, and acc then on the stack. Other tiles gained
@@ -153,14 +163,14 @@ inline void nn_tile_with(const Tile<T, AOff, BOff>& t, const size_t* stage_end =
 
 // The tile with the strides t gives (the convolutions' pixels are IC x n apart).
 template <class Epilogue, Init init, class V, int MR, int NR, Columns columns = Columns::all, class T, class AOff,
-          class BOff>
-inline void nn_tile(const Tile<T, AOff, BOff>& t, const size_t* stage_end = nullptr) {
+          class BOff, class ARs>
+inline void nn_tile(const Tile<T, AOff, BOff, ARs>& t, const size_t* stage_end = nullptr) {
     nn_tile_with<false, Epilogue, init, V, MR, NR, columns>(t, stage_end);
 }
 
 // The same tile moved to row m, and by `shift` elements along the vectorised dimension.
-template <Init init, class T, class AOff, class BOff>
-inline Tile<T, AOff, BOff> moved(Tile<T, AOff, BOff> t, size_t m, ptrdiff_t shift) {
+template <Init init, class T, class AOff, class BOff, class ARs>
+inline Tile<T, AOff, BOff, ARs> moved(Tile<T, AOff, BOff, ARs> t, size_t m, ptrdiff_t shift) {
     t.a += static_cast<ptrdiff_t>(m) * t.a_rs;
     t.b += shift;
     t.c += static_cast<ptrdiff_t>(m) * t.c_is + shift;
@@ -175,15 +185,26 @@ inline Tile<T, AOff, BOff> moved(Tile<T, AOff, BOff> t, size_t m, ptrdiff_t shif
 // GCC then keeps accumulators on the stack (docs/profile.md, 2026-11-25, a Zen 3 core).
 inline constexpr int tile_vectors = simd::vector_registers >= 32 ? 4 : 2;
 
+// Rows of nn_panel's tiles of a single vector: 16 with 32 vector registers, 8 with 16 (then 8
+// accumulators, the B vector and a broadcast). LeNet5's Dense forwards on a chunk of 16 (Intel Xeon,
+// 1 thread, A's row stride known): 256 -> 120 7.7 -> 7.1-7.6 us, 120 -> 84 2.26-2.36 -> 2.28, their
+// input gradients unchanged (docs/profile.md, 2026-11-27, 08:54-).
+inline constexpr int one_vector_rows = simd::vector_registers >= 32 ? 16 : 8;
+
 // Calls tile<MR>(m) over the rows [0, M) in blocks of B (4 unless asked: conv_valid asks for 6 where the
-// channels are a multiple of 6, nn_panel 8 for its tiles of one vector, conv_weight_grad_one_along_pixels
-// 5 or 3 for a kernel row and 3 or 2 for channels), then 4 (after 8), 2, 1.
+// channels are a multiple of 6, nn_panel one_vector_rows or 8, conv_weight_grad_one_along_pixels 5 or 3
+// for a kernel row and 3 or 2 for channels), then 8 (after 16), 4 (after 8 or 16), 2, 1.
 // Always inlined, so that a caller's always-inlined tile lambda (conv_valid) is inlined all the way.
 template <int B = 4, class F>
 [[gnu::always_inline]] inline void for_row_blocks(size_t M, F&& tile) {
     size_t m = 0;
     for (const size_t m_end = M - M % B; m < m_end; m += B) tile.template operator()<B>(m);
-    if constexpr (B == 8)
+    if constexpr (B == 16)
+        if (M - m >= 8) {
+            tile.template operator()<8>(m);
+            m += 8;
+        }
+    if constexpr (B >= 8)
         if (M - m >= 4) {
             tile.template operator()<4>(m);
             m += 4;
@@ -199,22 +220,22 @@ template <int B = 4, class F>
 // a memory operand and a store per update), in float and double. Measured on gemm_nn, 1 thread,
 // AVX-512, float / double: 32 x 640 x 32 from 87 / 45 to 104 / 53 GFLOP/s, 32 x 576 x 4 from 47 / 21
 // to 74 / 34 (docs/profile.md); a hand-written loop over the full tile alone reaches about 110 / 55.
-template <class Epilogue, Init init, class V, int MR, int NR, class T, class AOff, class BOff>
-[[gnu::noinline]] void nn_tile_run(const Tile<T, AOff, BOff>& t, size_t m, size_t n, size_t n_end) {
+template <class Epilogue, Init init, class V, int MR, int NR, class T, class AOff, class BOff, class ARs>
+[[gnu::noinline]] void nn_tile_run(const Tile<T, AOff, BOff, ARs>& t, size_t m, size_t n, size_t n_end) {
     for (; n < n_end; n += NR * lanes<V>)
         nn_tile_with<true, Epilogue, init, V, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(n)));
 }
 
 // All of C for a tile description t whose vectorised dimension (contiguous in B and C, the vectors of a
 // tile side by side) has length N: NR-vector tiles of 4 rows, then the columns they leave — the rest of
-// the whole vectors as one tile of 2 or 3 vectors, or of one vector and 8 rows; a half- and a
+// the whole vectors as one tile of 2 or 3 vectors, or of one vector and one_vector_rows rows; a half- and a
 // quarter-width vector of 8 rows where they fit (a Dense layer of 120 or 84 outputs); scalars — each in a
 // pass over the rows of its own. Every tile keeps at least 8 accumulators where it can: two FMA pipes
 // of latency 4 need 8 independent sums, and a 4 x 1 tile (LeNet5's Dense layers on a chunk of 16
 // samples, one AVX-512 vector) held an Intel core with two 512-bit pipes to half its peak. The tile
 // shape does not change a sum: each output adds its products in the order of k.
-template <class Epilogue, Init init, class T, class AOff, class BOff>
-inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff>& t) {
+template <class Epilogue, Init init, class T, class AOff, class BOff, class ARs>
+inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff, ARs>& t) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
     constexpr int NR = tile_vectors;
@@ -230,7 +251,7 @@ inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff>& t) {
             (..., [&] {
                 constexpr int NV = R + 1;
                 if (vectors_end - full_tiles_end != NV * W) return;
-                constexpr int B = NV == 1 ? 8 : 4;
+                constexpr int B = NV == 1 ? one_vector_rows : 4;
                 for_row_blocks<B>(M, [&]<int MR>(size_t m) {
                     nn_tile_run<Epilogue, init, V, MR, NV>(t, m, full_tiles_end, vectors_end);
                 });
@@ -255,14 +276,19 @@ inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff>& t) {
 
 // C (M x N, row stride ldc) = Epilogue(start + A B), A(m, k) = a[m * a_rs + k * a_cs], B row stride ldb.
 // start: 0, C, bias[m] or bias[n] according to `init`. If z is given (row stride ldc) it receives the
-// pre-activation.
-template <class Epilogue, Init init, class T>
-void gemm_nn(size_t M, size_t N, size_t K, const T* a, ptrdiff_t a_rs, ptrdiff_t a_cs, const T* b, size_t ldb,
+// pre-activation. a_rs: an integer, or unit_stride where A's rows are adjacent (see UnitStride).
+template <class Epilogue, Init init, class T, class ARowStride>
+void gemm_nn(size_t M, size_t N, size_t K, const T* a, ARowStride a_rs, ptrdiff_t a_cs, const T* b, size_t ldb,
              T* c, size_t ldc, std::type_identity_t<const T*> bias = nullptr, std::type_identity_t<T*> z = nullptr) {
     static_assert(init != Init::accumulate || std::is_same_v<Epilogue, NoEpilogue>, "accumulation has no epilogue");
+    static_assert(std::is_integral_v<ARowStride> || std::is_same_v<ARowStride, UnitStride>,
+                  "gemm_nn: A's row stride is an integer or unit_stride");
+    // every integer type as ptrdiff_t, so that the tiles are compiled once for all of them
+    using RowStride = std::conditional_t<std::is_same_v<ARowStride, UnitStride>, UnitStride, ptrdiff_t>;
     constexpr ptrdiff_t W = simd::width<T>;
-    const Tile<T, Stride, Stride> t{KRange::all(K), a, a_rs, Stride{a_cs}, b, Stride{static_cast<ptrdiff_t>(ldb)}, W,
-                                    c, static_cast<ptrdiff_t>(ldc), W, bias, z};
+    const Tile<T, Stride, Stride, RowStride> t{KRange::all(K), a, RowStride(a_rs), Stride{a_cs},
+                                               b, Stride{static_cast<ptrdiff_t>(ldb)}, W,
+                                               c, static_cast<ptrdiff_t>(ldc), W, bias, z};
     nn_panel<Epilogue, init>(M, N, t);
 }
 

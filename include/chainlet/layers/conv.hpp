@@ -158,10 +158,10 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
             for (std::size_t oy = 0; oy < OH; ++oy)
                 for (std::size_t ox0 = 0; ox0 < OW; ox0 += block) {
                     const std::size_t pixels = std::min(block, OW - ox0);
-                    const Tile<T, Stride, Table> t{KRange::all(K), p, 1, Stride{static_cast<std::ptrdiff_t>(OC)},
-                                                   xp + oy * XW + ox0, Table{patch.data(), 1}, simd::width<T>, tile_y,
-                                                   static_cast<std::ptrdiff_t>(block), simd::width<T>, p + num_weights,
-                                                   z ? tile_z : nullptr};
+                    const Tile<T, Stride, Table, UnitStride> t{
+                        KRange::all(K), p, unit_stride, Stride{static_cast<std::ptrdiff_t>(OC)}, xp + oy * XW + ox0,
+                        Table{patch.data(), 1}, simd::width<T>, tile_y, static_cast<std::ptrdiff_t>(block),
+                        simd::width<T>, p + num_weights, z ? tile_z : nullptr};
                     nn_panel<Act, Init::row_bias>(OC, pixels, t);
                     const std::size_t first = (oy * OW + ox0) * OC;
                     scatter_transpose(static_cast<const T*>(tile_y), OC, pixels, y + first, block);
@@ -213,9 +213,9 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
                 gemm_nn<NoEpilogue, Init::accumulate>(1, OC, OH * OW, &one, 0, 0, dy, OC, g + num_weights, OC);
                 constexpr auto ocs = static_cast<std::ptrdiff_t>(OC);
                 for (std::size_t ky = 0; ky < KH; ++ky) {
-                    const Tile<T, Table, Stride> t{KRange::all(OH * OW), xp + ky * XW * C, 1,
-                                                   Table{pixel_offsets.data(), 1}, dy, Stride{ocs}, simd::width<T>,
-                                                   g + ky * KW * C * OC, ocs, simd::width<T>, nullptr, nullptr};
+                    const Tile<T, Table, Stride, UnitStride> t{
+                        KRange::all(OH * OW), xp + ky * XW * C, unit_stride, Table{pixel_offsets.data(), 1}, dy,
+                        Stride{ocs}, simd::width<T>, g + ky * KW * C * OC, ocs, simd::width<T>, nullptr, nullptr};
                     nn_panel<NoEpilogue, Init::accumulate>(KW * C, OC, t);
                 }
             }

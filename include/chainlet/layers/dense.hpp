@@ -75,9 +75,9 @@ struct Dense {
             } else {
                 // Y (Out x n) = act(b + W X), W(o, i) = w[i * Out + o]
                 if constexpr (Bias)
-                    gemm_nn<Act, Init::row_bias>(Out, n, in_size, w, 1, Out, x, n, y, n, p + num_weights, z);
+                    gemm_nn<Act, Init::row_bias>(Out, n, in_size, w, unit_stride, Out, x, n, y, n, p + num_weights, z);
                 else
-                    gemm_nn<Act, Init::zero>(Out, n, in_size, w, 1, Out, x, n, y, n, nullptr, z);
+                    gemm_nn<Act, Init::zero>(Out, n, in_size, w, unit_stride, Out, x, n, y, n, nullptr, z);
             }
         }
 

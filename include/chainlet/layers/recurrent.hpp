@@ -80,7 +80,8 @@ inline void project(std::size_t M, std::size_t n, std::size_t K, const T* w, std
     if (n == 1)
         gemv_t<NoEpilogue>(M, K, in, w, ldw, bias, out);
     else
-        gemm_nn<NoEpilogue, Init::row_bias>(M, n, K, w, 1, static_cast<std::ptrdiff_t>(ldw), in, n, out, n, bias);
+        gemm_nn<NoEpilogue, Init::row_bias>(M, n, K, w, unit_stride, static_cast<std::ptrdiff_t>(ldw), in, n, out, n,
+                                            bias);
 }
 
 // out (M x n) += W in, as project.
@@ -90,7 +91,7 @@ inline void project_add(std::size_t M, std::size_t n, std::size_t K, const T* w,
     if (n == 1)
         gemv_t<NoEpilogue>(M, K, in, w, ldw, out, out);  // in place: each output is read as bias before it is written
     else
-        gemm_nn<NoEpilogue, Init::accumulate>(M, n, K, w, 1, static_cast<std::ptrdiff_t>(ldw), in, n, out, n);
+        gemm_nn<NoEpilogue, Init::accumulate>(M, n, K, w, unit_stride, static_cast<std::ptrdiff_t>(ldw), in, n, out, n);
 }
 
 // The pullback of out = W in through one step: dW += in dOut^T (gw[k * ldw + g]), and
