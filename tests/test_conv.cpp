@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -375,6 +376,19 @@ TEMPLATE_TEST_CASE("conv_activation_parameter_grads: in bands, the bits of the t
         kernels::conv_weight_grad(s, in.data(), dz2.data(), n, g2.data());
         REQUIRE(dz1 == dz2);
         REQUIRE(g1 == g2);
+        // Given a buffer for dz in blocks of channels (taken without bands where conv_dz_blocks says so;
+        // exactly the P * OC * n values it may use, NaN at first): the same dz, the same bits.
+        {
+            auto dz4 = dy;
+            auto g4 = test::random_vector<T>(s.K() * OC + OC, 24);
+            std::vector<T> blocks(dy.size(), std::numeric_limits<T>::quiet_NaN());
+            kernels::conv_activation_parameter_grads<Act>(s, in.data(), dz4.data(), act_s.data(), n, g4.data(),
+                                                          g4.data() + s.K() * OC, blocks.data());
+            REQUIRE(dz4 == dz2);
+            REQUIRE(g4 == g2);
+            const bool blocked = kernels::conv_dz_blocks(OC) && kernels::conv_band_rows<T>(s, n) == 0;
+            REQUIRE(std::isnan(blocks[0]) == !blocked);
+        }
         // The reference: dz from the activation pullback in T, then the sums in double, and the error of
         // each sum relative to the sum of its terms' magnitudes (the scale of float's rounding). Measured
         // relative to the sum itself, a sum of 22,080 terms (2 x 16 samples x 23 x 30 pixels on AVX-512)
@@ -409,6 +423,11 @@ TEMPLATE_TEST_CASE("conv_activation_parameter_grads: in bands, the bits of the t
     check.template operator()<ReLU, 27, 28, 1, 5, 6>(W + 3, false);      // a scalar tail: one pass
     check.template operator()<Tanh, 25, 32, 2, 3, 4>(2 * W, true);       // 23 x 30 x 4 rows, K = 18
     check.template operator()<ReLU, 20, 20, 6, 5, 16>(2 * W, false);     // K * OC = 2400 accumulators: one pass
+    // dz in blocks of 4 channels (with 32 vector registers): LeNet5's second convolution, odd sizes with
+    // a scalar tail, 8 and 12 channels
+    check.template operator()<ReLU, 12, 12, 6, 5, 16>(W, false);
+    check.template operator()<Softplus, 9, 11, 3, 3, 8>(W + 3, false);
+    check.template operator()<Tanh, 7, 10, 5, 3, 12>(2 * W + 1, false);
 }
 
 TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window skipped, edge tiles as staircases or split) matches its twin",

@@ -9,7 +9,8 @@
 //                     input channel, vectors along the output pixels.
 //   activation_pullback_channel_sums: dz = act'(z) dy in place, and the bias gradient, the sum over
 //                     pixels and samples of dz per channel.
-//   conv_activation_parameter_grads: the two above, in bands of output rows where dz exceeds L1.
+//   conv_activation_parameter_grads: the two above, in bands of output rows where dz exceeds L1, or
+//                     with dz also copied in blocks of 4 channels (conv_dz_blocks).
 //   pad_copy_sides:   copies an image into the rows of a larger one that conv_valid reads, with zeros
 //                     beside it; pad_copy also zeroes the rows above and below.
 //
@@ -305,6 +306,17 @@ void conv_weight_grad_one_along_pixels_reference(size_t OH, size_t OW, size_t XW
     }
 }
 
+// Where conv_weight_grad reads dz: channel oc0's row of pixel p at dz + oc0 * channel + p * pixel, the
+// tile's channels n apart. As the layers store it, channel = n and pixel = OC * n; in blocks of
+// conv_dz_block channels over P pixels (conv_activation_parameter_grads), channel = P * n (a block is
+// conv_dz_block * P * n long) and pixel = conv_dz_block * n.
+inline constexpr size_t conv_dz_block = 4;
+struct DzLayout {
+    size_t channel, pixel;
+    static DzLayout rows(size_t OC, size_t n) { return {n, OC * n}; }
+    static DzLayout blocks(size_t P, size_t n) { return {P * n, conv_dz_block * n}; }
+};
+
 namespace detail {
 
 // One MR x PR tile of conv_weight_grad over samples [j0, j1) in steps of NV * lanes<VV>: acc[i][j] += the
@@ -321,14 +333,14 @@ namespace detail {
 // conv_weight_grad_tile, LeNet5's second convolution's pullback ran 142-146 -> 146-153 us.
 template <class VV, int MR, int PR, int NV, size_t N, class T>
 [[gnu::always_inline]] inline void conv_weight_grad_sweep(const ConvShape& s, const T* in, const T* dz,
-                                                          size_t run_time_n, size_t k0, size_t oc0, size_t j0,
-                                                          size_t j1, VV* carried) {
+                                                          DzLayout layout, size_t run_time_n, size_t k0, size_t oc0,
+                                                          size_t j0, size_t j1, VV* carried) {
     constexpr size_t L = lanes<VV>;
     const size_t n = N ? N : run_time_n;
     VV acc[MR][PR];
     for (int i = 0; i < MR; ++i)
         for (int j = 0; j < PR; ++j) acc[i][j] = carried[i * PR + j];
-    const size_t a_step = s.IC * n, d_step = s.OC * n, pixels = s.OH * s.OW;
+    const size_t a_step = s.IC * n, d_step = layout.pixel, pixels = s.OH * s.OW;
     const size_t row_skip = (s.IW - s.OW) * s.IC * n;  // from past a row's last pixel to the next row
     size_t a_off[MR];  // row k0 + i of a patch, from row k0
     for (int i = 0; i < MR; ++i) a_off[i] = (s.patch[k0 + i] - s.patch[k0]) * n;
@@ -336,7 +348,7 @@ template <class VV, int MR, int PR, int NV, size_t N, class T>
     // per row of pixels GCC 12 stored and reloaded every accumulator at the end of each row)
     for (size_t v = j0; v < j1; v += NV * L) {
         const T* arow = in + s.patch[k0] * n + v;
-        const T* drow = dz + oc0 * n + v;  // dz's rows of pixels follow each other
+        const T* drow = dz + oc0 * layout.channel + v;
         for (size_t p = 0, ox = 0; p < pixels; ++p) {
             for (int u = 0; u < NV; ++u) {
                 if constexpr (MR * PR + MR + 1 <= simd::vector_registers) {
@@ -395,11 +407,11 @@ void conv_weight_grad_add_sums(const VV* acc, T (&out)[MR][PR]) {
 
 // One MR x PR tile: out[i][j] += the sums for rows k0 + i and channels oc0 + j.
 template <class VV, int MR, int PR, int NV, size_t N, class T>
-void conv_weight_grad_tile(const ConvShape& s, const T* in, const T* dz, size_t run_time_n, size_t k0, size_t oc0,
-                           size_t j0, size_t j1, T (&out)[MR][PR]) {
+void conv_weight_grad_tile(const ConvShape& s, const T* in, const T* dz, DzLayout layout, size_t run_time_n,
+                           size_t k0, size_t oc0, size_t j0, size_t j1, T (&out)[MR][PR]) {
     VV acc[MR * PR];
     for (int i = 0; i < MR * PR; ++i) acc[i] = VV(T(0));
-    conv_weight_grad_sweep<VV, MR, PR, NV, N>(s, in, dz, run_time_n, k0, oc0, j0, j1, acc);
+    conv_weight_grad_sweep<VV, MR, PR, NV, N>(s, in, dz, layout, run_time_n, k0, oc0, j0, j1, acc);
     conv_weight_grad_add_sums<VV, MR, PR>(acc, out);
 }
 
@@ -410,14 +422,20 @@ namespace detail {
 // fixed order that covers every (k, oc) of the shape once. With 32 vector registers (AVX-512) and float,
 // the tiles are 6 x 4 when OC is a multiple of 4 and 4 x 6 for a multiple of 6 (LeNet5's convolutions:
 // 16 and 6 channels); with 16 (AVX2) and float, 2 x 6 for a multiple of 6; else 4 x 4 (6 x 2 with 16
-// registers) and smaller.
-template <class T, class Tile>
+// registers) and smaller. channels_outer: the same tiles, all rows of a block of channels before the next
+// block (for dz in blocks of channels, whose block is then read from L1 by every row's tile).
+template <class T, bool channels_outer = false, class Tile>
 [[gnu::always_inline]] inline void for_weight_grad_tiles(const ConvShape& s, Tile&& tile) {
     // Rows k in blocks of MR (then 2, 1), each across the channels in blocks of exactly PR.
     auto wide = [&]<int MR, int PR>() {
-        for_row_blocks<MR>(s.K(), [&]<int R>(size_t k0) {
-            for (size_t oc0 = 0; oc0 < s.OC; oc0 += PR) tile.template operator()<R, PR>(k0, oc0);
-        });
+        if constexpr (channels_outer) {
+            for (size_t oc0 = 0; oc0 < s.OC; oc0 += PR)
+                for_row_blocks<MR>(s.K(), [&]<int R>(size_t k0) { tile.template operator()<R, PR>(k0, oc0); });
+        } else {
+            for_row_blocks<MR>(s.K(), [&]<int R>(size_t k0) {
+                for (size_t oc0 = 0; oc0 < s.OC; oc0 += PR) tile.template operator()<R, PR>(k0, oc0);
+            });
+        }
     };
     // Double keeps 4 x 4 (LeNet5's second convolution, a chunk of 16, measured: 92.8 us with 4 x 4 tiles,
     // 96 with the wide ones; the old per-row loop took 88, so this shape is slower in double since
@@ -448,11 +466,18 @@ template <class T, class Tile>
         // (two FMAs each per pixel: just the FMA latency on two pipes) and loaded 6 per 8 (LeNet5's second
         // convolution, a chunk of 16, Zen 3: weight gradient 72-74 -> 59-60 us; 5 x 2 67-69, 7 x 2 102,
         // spilled; in double 220-228 -> 194-197 us).
-        for_row_blocks<simd::vector_registers < 32 ? 6 : 4>(s.K(), [&]<int MR>(size_t k0) {
+        constexpr int row_block = simd::vector_registers < 32 ? 6 : 4;
+        if constexpr (channels_outer) {
             for_row_blocks<tile_vectors>(s.OC, [&]<int PR>(size_t oc0) {
-                tile.template operator()<MR, PR>(k0, oc0);
+                for_row_blocks<row_block>(s.K(), [&]<int MR>(size_t k0) { tile.template operator()<MR, PR>(k0, oc0); });
             });
-        });
+        } else {
+            for_row_blocks<row_block>(s.K(), [&]<int MR>(size_t k0) {
+                for_row_blocks<tile_vectors>(s.OC, [&]<int PR>(size_t oc0) {
+                    tile.template operator()<MR, PR>(k0, oc0);
+                });
+            });
+        }
     }
 }
 }  // namespace detail
@@ -460,27 +485,32 @@ template <class T, class Tile>
 // g[k * OC + oc] += sum_{pixels p, samples j} in[(top_left(p) + patch[k]) * n + j] * dz[(p * OC + oc) * n + j]
 // An MR x PR tile of (k, oc) (detail::for_weight_grad_tiles) keeps its accumulators in registers through
 // all pixels and samples and sums them horizontally once; the samples past the last full vector go
-// through the same loop as scalars.
-template <class T>
-void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T* g) {
+// through the same loop as scalars. dz may be laid out otherwise (DzLayout): the sums are the same, and
+// so with channels_outer (for_weight_grad_tiles), which only orders the tiles.
+template <bool channels_outer = false, class T>
+void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, DzLayout layout, size_t n, T* g) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
     const size_t nv = simd::enabled ? n - n % W : 0, nv2 = nv - nv % (2 * W);
-    detail::for_weight_grad_tiles<T>(s, [&]<int MR, int PR>(size_t k0, size_t oc0) {
+    detail::for_weight_grad_tiles<T, channels_outer>(s, [&]<int MR, int PR>(size_t k0, size_t oc0) {
         T out[MR][PR] = {};
         if (simd::enabled && n == W) {
-            detail::conv_weight_grad_tile<V, MR, PR, 1, W>(s, in, dz, n, k0, oc0, 0, n, out);
+            detail::conv_weight_grad_tile<V, MR, PR, 1, W>(s, in, dz, layout, n, k0, oc0, 0, n, out);
         } else if (simd::enabled && n == 2 * W) {
-            detail::conv_weight_grad_tile<V, MR, PR, 2, 2 * W>(s, in, dz, n, k0, oc0, 0, n, out);
+            detail::conv_weight_grad_tile<V, MR, PR, 2, 2 * W>(s, in, dz, layout, n, k0, oc0, 0, n, out);
         } else {
             // pairs of vectors, then a last vector, then the samples past the last full vector
-            if (nv2 > 0) detail::conv_weight_grad_tile<V, MR, PR, 2, 0>(s, in, dz, n, k0, oc0, 0, nv2, out);
-            if (nv2 < nv) detail::conv_weight_grad_tile<V, MR, PR, 1, 0>(s, in, dz, n, k0, oc0, nv2, nv, out);
-            if (nv < n) detail::conv_weight_grad_tile<T, MR, PR, 1, 0>(s, in, dz, n, k0, oc0, nv, n, out);
+            if (nv2 > 0) detail::conv_weight_grad_tile<V, MR, PR, 2, 0>(s, in, dz, layout, n, k0, oc0, 0, nv2, out);
+            if (nv2 < nv) detail::conv_weight_grad_tile<V, MR, PR, 1, 0>(s, in, dz, layout, n, k0, oc0, nv2, nv, out);
+            if (nv < n) detail::conv_weight_grad_tile<T, MR, PR, 1, 0>(s, in, dz, layout, n, k0, oc0, nv, n, out);
         }
         for (int i = 0; i < MR; ++i)
             for (int j = 0; j < PR; ++j) g[(k0 + i) * s.OC + oc0 + j] += out[i][j];
     });
+}
+template <class T>
+void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T* g) {
+    conv_weight_grad(s, in, dz, DzLayout::rows(s.OC, n), n, g);
 }
 
 template <class T>
@@ -509,9 +539,11 @@ namespace detail {
 // activation_pullback_channel_sums over P pixels with its sums carried: channel c's vector and scalar
 // sums start from acc[c] and tail[c] and are left there (db untouched), so that consecutive calls on
 // consecutive pixels sum in the order of one call; with acc null they start from zero and go to db.
+// blocks, if not null: dz also written there, each block of CB channels from c0 as [pixel][CB][n] at
+// blocks + c0 * P * n (for_row_blocks' CB: 4 for C a multiple of 4, the layout DzLayout::blocks).
 template <class Act, class T>
 void activation_pullback_channel_sums_carried(size_t P, size_t C, T* dy, const T* s, size_t n, T* db,
-                                              simd::vec<T>* carried_acc, T* carried_tail) {
+                                              simd::vec<T>* carried_acc, T* carried_tail, T* blocks = nullptr) {
     // The loop of vector_loop.hpp's vectors_then_scalars, written out: through that template (its body
     // always inlined) float ReLU ran 9.0 -> 9.9 us on LeNet5's first convolution and 2.45 -> 2.88 on the
     // second (chunk of 16, 1 thread, same bits).
@@ -529,15 +561,18 @@ void activation_pullback_channel_sums_carried(size_t P, size_t C, T* dy, const T
             for (int i = 0; i < CB; ++i) {
                 T* d = dy + (p * C + c0 + i) * n;
                 const T* si = s + (p * C + c0 + i) * n;
+                T* b = blocks ? blocks + (c0 * P + p * CB + i) * n : nullptr;
                 size_t v = 0;
                 if constexpr (simd::enabled)
                     for (; v < nv; v += W) {
                         const V z = Act::pullback(loadv<V>(d + v), loadv<V>(si + v));
                         storev(d + v, z);
+                        if (b) storev(b + v, z);
                         acc[i] += z;
                     }
                 for (; v < n; ++v) {
                     d[v] = Act::pullback(d[v], si[v]);
+                    if (b) b[v] = d[v];
                     tail[i] += d[v];
                 }
             }
@@ -569,7 +604,16 @@ void activation_pullback_channel_sums(size_t P, size_t C, T* dy, const T* s, siz
 
 // A convolution's activation pullback and parameter gradients: dz = Act::pullback(dy, s) in place of dy
 // and db += its channel sums (activation_pullback_channel_sums), then g += the weight gradient
-// (conv_weight_grad), with the bits of those two calls. Where dz is larger than L1 (LeNet5's first
+// (conv_weight_grad), with the bits of those two calls.
+//
+// Without bands, given dz_blocks (P * OC * n values) and where conv_dz_blocks(OC) holds, dz is also
+// written there in blocks of 4 channels (DzLayout::blocks), and the weight gradient reads it from there.
+// In the layers' layout a pixel's dz rows are OC * n apart: 1 KiB for LeNet5's second convolution on a
+// chunk of 16, so the 256 rows a 4-channel tile sweeps fall on 16 of L1's 64 sets, 16 per set against its
+// 12 ways, and evict each other and the input rows. A block's rows are contiguous. Each tile then takes 4
+// channels, as it does with OC a multiple of 4 and 32 vector registers (6 x 4 in float, 4 x 4 in double),
+// and the sums are the same. Intel Xeon, 1 thread, a chunk of 16, LeNet5's second convolution: weight
+// gradient 42.0-43.5 -> 36.6-37.5 us, the copy 1.4 us (docs/profile.md, 2026-11-27, 08:54-). Where dz is larger than L1 (LeNet5's first
 // convolution: 24 x 24 x 6 rows of a chunk of 16, 221 KB), those two passes each read it from L2, the
 // weight gradient once per tile; here, when conv_band_rows says so, both run band by band over a few
 // rows of output pixels, whose dz the tiles then read from L1. Every accumulator (each tile's and each
@@ -595,14 +639,26 @@ constexpr size_t conv_band_rows(const ConvShape& s, size_t n) {
     return banded ? rows : 0;
 }
 
+constexpr bool conv_dz_blocks(size_t OC) {
+    return simd::enabled && simd::vector_registers >= 32 && OC % conv_dz_block == 0 && OC > conv_dz_block;
+}
+
 template <class Act, class T>
-void conv_activation_parameter_grads(const ConvShape& s, const T* in, T* dy, const T* act_s, size_t n, T* g, T* db) {
+void conv_activation_parameter_grads(const ConvShape& s, const T* in, T* dy, const T* act_s, size_t n, T* g, T* db,
+                                     T* dz_blocks = nullptr) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
     const size_t rows = conv_band_rows<T>(s, n);
     if (rows == 0) {
-        activation_pullback_channel_sums<Act>(s.OH * s.OW, s.OC, dy, act_s, n, db);
-        conv_weight_grad(s, in, dy, n, g);
+        const size_t P = s.OH * s.OW;
+        if (dz_blocks && conv_dz_blocks(s.OC)) {
+            detail::activation_pullback_channel_sums_carried<Act>(P, s.OC, dy, act_s, n, db, static_cast<V*>(nullptr),
+                                                                  static_cast<T*>(nullptr), dz_blocks);
+            conv_weight_grad<true>(s, in, static_cast<const T*>(dz_blocks), DzLayout::blocks(P, n), n, g);
+        } else {
+            activation_pullback_channel_sums<Act>(P, s.OC, dy, act_s, n, db);
+            conv_weight_grad(s, in, dy, n, g);
+        }
         return;
     }
     V tiles[conv_band_state], sums[conv_band_channels];
@@ -620,8 +676,9 @@ void conv_activation_parameter_grads(const ConvShape& s, const T* in, T* dy, con
         const T* band_in = in + r0 * s.IW * s.IC * n;
         V* carried = tiles;
         detail::for_weight_grad_tiles<T>(band, [&]<int MR, int PR>(size_t k0, size_t oc0) {
-            if (n == W) detail::conv_weight_grad_sweep<V, MR, PR, 1, W>(band, band_in, dz, n, k0, oc0, 0, n, carried);
-            else detail::conv_weight_grad_sweep<V, MR, PR, 2, 2 * W>(band, band_in, dz, n, k0, oc0, 0, n, carried);
+            const DzLayout rows = DzLayout::rows(s.OC, n);
+            if (n == W) detail::conv_weight_grad_sweep<V, MR, PR, 1, W>(band, band_in, dz, rows, n, k0, oc0, 0, n, carried);
+            else detail::conv_weight_grad_sweep<V, MR, PR, 2, 2 * W>(band, band_in, dz, rows, n, k0, oc0, 0, n, carried);
             carried += MR * PR;
         });
     }

@@ -73,9 +73,11 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
         static constexpr std::size_t num_params = num_weights + OC;
         static constexpr std::size_t xp_size = same ? XH * XW * C : 0;
         static constexpr std::size_t z_size = Act::derivative_from_output ? 0 : out_size;
-        // Saved: [padded input (same only)] [pre-activation (softplus, GELU)]. Scratch: the padded dz.
+        // Saved: [padded input (same only)] [pre-activation (softplus, GELU)]. Scratch: the padded dz, then
+        // dz in blocks of channels for the weight gradient where the kernel takes them (conv_dz_blocks).
+        static constexpr bool dz_blocks = kernels::conv_dz_blocks(OC);
         static constexpr std::size_t saved_per_sample = xp_size + z_size;
-        static constexpr std::size_t scratch_per_sample = DH * DW * OC;
+        static constexpr std::size_t scratch_per_sample = DH * DW * OC + (dz_blocks ? out_size : 0);
 
         static constexpr auto patch = kernels::patch_offsets<KH, KW, C, XW>();
         static constexpr auto dz_patch = kernels::patch_offsets<KH, KW, OC, DW>();
@@ -176,7 +178,8 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
             const T* xp = same ? saved : x;
             if (n == 1) return pullback_one(p, g, xp, Act::derivative_from_output ? y : saved + xp_size, scratch, dy, dx);
             conv_activation_parameter_grads<Act>(forward_shape, xp, dy, Act::derivative_from_output ? y : saved + xp_size * n,
-                                                 n, g, g + num_weights);
+                                                 n, g, g + num_weights,
+                                                 dz_blocks ? scratch + DH * DW * OC * n : nullptr);
             if (dx) {
                 T* dzp = scratch;
                 pad_copy_sides(static_cast<const T*>(dy), OH, OW, OC, n, KH - 1 - pad_top, KW - 1 - pad_left,
