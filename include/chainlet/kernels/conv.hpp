@@ -604,16 +604,7 @@ void activation_pullback_channel_sums(size_t P, size_t C, T* dy, const T* s, siz
 
 // A convolution's activation pullback and parameter gradients: dz = Act::pullback(dy, s) in place of dy
 // and db += its channel sums (activation_pullback_channel_sums), then g += the weight gradient
-// (conv_weight_grad), with the bits of those two calls.
-//
-// Without bands, given dz_blocks (P * OC * n values) and where conv_dz_blocks(OC) holds, dz is also
-// written there in blocks of 4 channels (DzLayout::blocks), and the weight gradient reads it from there.
-// In the layers' layout a pixel's dz rows are OC * n apart: 1 KiB for LeNet5's second convolution on a
-// chunk of 16, so the 256 rows a 4-channel tile sweeps fall on 16 of L1's 64 sets, 16 per set against its
-// 12 ways, and evict each other and the input rows. A block's rows are contiguous. Each tile then takes 4
-// channels, as it does with OC a multiple of 4 and 32 vector registers (6 x 4 in float, 4 x 4 in double),
-// and the sums are the same. Intel Xeon, 1 thread, a chunk of 16, LeNet5's second convolution: weight
-// gradient 42.0-43.5 -> 36.6-37.5 us, the copy 1.4 us (docs/profile.md, 2026-11-27, 08:54-). Where dz is larger than L1 (LeNet5's first
+// (conv_weight_grad), with the bits of those two calls. Where dz is larger than L1 (LeNet5's first
 // convolution: 24 x 24 x 6 rows of a chunk of 16, 221 KB), those two passes each read it from L2, the
 // weight gradient once per tile; here, when conv_band_rows says so, both run band by band over a few
 // rows of output pixels, whose dz the tiles then read from L1. Every accumulator (each tile's and each
@@ -621,6 +612,16 @@ void activation_pullback_channel_sums(size_t P, size_t C, T* dy, const T* s, siz
 // band, so every sum takes its terms in the order of the two calls. LeNet5's first convolution, a chunk
 // of 16, Zen 3: its pullback 49-52 -> 47-48 us, the same bits (a first trial, with horizontal sums after
 // every band: one pass 42-45 us, bands of 1 row 42-45, of 2 rows 39-42, of 4 or 8 rows 43-46).
+//
+// Without bands, given dz_blocks (P * OC * n values) and where conv_dz_blocks(OC) holds, dz is also
+// written there in blocks of 4 channels (DzLayout::blocks), and the weight gradient reads it from there,
+// block by block. In the layers' layout a pixel's dz rows are OC * n apart: 1 KiB for LeNet5's second
+// convolution on a chunk of 16, so the 256 rows a 4-channel tile sweeps fall on 16 of L1's 64 sets, 16
+// per set against its 12 ways, and evict each other and the input rows. A block's rows are contiguous,
+// and every row's tile reads it from L1. Each tile takes 4 channels either way (OC a multiple of 4 and
+// 32 vector registers: 6 x 4 in float, 4 x 4 in double), so the sums are the same. Intel Xeon, 1 thread,
+// a chunk of 16, LeNet5's second convolution, this function: 47.2-50.4 -> 42.9-45.9 us (docs/profile.md,
+// 2026-11-27, 08:54-).
 inline constexpr size_t conv_band_bytes = 20 * 1024;      // dz per band, about two thirds of a 32 KiB L1
 inline constexpr size_t conv_band_min_bytes = 64 * 1024;  // whole dz from which bands are used
 inline constexpr size_t conv_band_state = 256;            // carried tile accumulators, K * OC at most
@@ -661,6 +662,7 @@ void conv_activation_parameter_grads(const ConvShape& s, const T* in, T* dy, con
         }
         return;
     }
+    const DzLayout layout = DzLayout::rows(s.OC, n);
     V tiles[conv_band_state], sums[conv_band_channels];
     T tails[conv_band_channels];
     std::fill_n(tiles, s.K() * s.OC, V(T(0)));
@@ -676,9 +678,10 @@ void conv_activation_parameter_grads(const ConvShape& s, const T* in, T* dy, con
         const T* band_in = in + r0 * s.IW * s.IC * n;
         V* carried = tiles;
         detail::for_weight_grad_tiles<T>(band, [&]<int MR, int PR>(size_t k0, size_t oc0) {
-            const DzLayout rows = DzLayout::rows(s.OC, n);
-            if (n == W) detail::conv_weight_grad_sweep<V, MR, PR, 1, W>(band, band_in, dz, rows, n, k0, oc0, 0, n, carried);
-            else detail::conv_weight_grad_sweep<V, MR, PR, 2, 2 * W>(band, band_in, dz, rows, n, k0, oc0, 0, n, carried);
+            if (n == W)
+                detail::conv_weight_grad_sweep<V, MR, PR, 1, W>(band, band_in, dz, layout, n, k0, oc0, 0, n, carried);
+            else
+                detail::conv_weight_grad_sweep<V, MR, PR, 2, 2 * W>(band, band_in, dz, layout, n, k0, oc0, 0, n, carried);
             carried += MR * PR;
         });
     }

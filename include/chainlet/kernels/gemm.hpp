@@ -186,9 +186,10 @@ inline Tile<T, AOff, BOff, ARs> moved(Tile<T, AOff, BOff, ARs> t, size_t m, ptrd
 inline constexpr int tile_vectors = simd::vector_registers >= 32 ? 4 : 2;
 
 // Rows of nn_panel's tiles of a single vector: 16 with 32 vector registers, 8 with 16 (then 8
-// accumulators, the B vector and a broadcast). LeNet5's Dense forwards on a chunk of 16 (Intel Xeon,
-// 1 thread, A's row stride known): 256 -> 120 7.7 -> 7.1-7.6 us, 120 -> 84 2.26-2.36 -> 2.28, their
-// input gradients unchanged (docs/profile.md, 2026-11-27, 08:54-).
+// accumulators, the B vector and a broadcast). Dense forwards on a chunk of 16 (Intel Xeon, 1 thread,
+// A's row stride known), 8 -> 16 rows: 256 -> 120 7.7-8.1 -> 7.4-7.6 us, 120 -> 84 2.45-2.46 ->
+// 2.28-2.30, 64 -> 64 0.97-0.98 -> 0.84-0.87; their input gradients unchanged (docs/profile.md,
+// 2026-11-27, 08:54-).
 inline constexpr int one_vector_rows = simd::vector_registers >= 32 ? 16 : 8;
 
 // Calls tile<MR>(m) over the rows [0, M) in blocks of B (4 unless asked: conv_valid asks for 6 where the
