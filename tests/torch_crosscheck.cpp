@@ -38,6 +38,10 @@ using ConvResidual = Chain<Input<6, 5, 2>, Conv<3, 3, 4, Tanh, Padding::same>,
                            Flatten, Dense<3>>;
 // One input channel: on one sample the first convolution runs its vectors along the pixels of a row.
 using GrayConv = Chain<Input<9, 10, 1>, Conv<3, 3, 5, Tanh>, Conv<2, 2, 3, Softplus, Padding::same>, Flatten, Dense<2>>;
+// Channels a multiple of 4 (and more than 4): with 32 vector registers a chunk's weight gradient reads dz
+// copied into blocks of 4 channels (kernels::conv_dz_blocks), from the output (tanh) and from z (softplus).
+using ChannelBlocksConv = Chain<Input<7, 8, 3>, Conv<3, 3, 8, Tanh>, Conv<2, 2, 12, Softplus, Padding::same>, Flatten,
+                                Dense<2>>;
 
 // --- issue 13, 1-D convolutions, strided convolution, average pooling (layers13b) ---
 // A sequence Input<L, C> is (L, C) per sample here and (C, L) in PyTorch (the script transposes it).
@@ -197,6 +201,7 @@ int main(int argc, char** argv) {
     // gradients are summed; with AVX2 they form a chunk padded to a whole vector (4), as the 7 samples of
     // the other cases are with AVX-512 (8).
     write_case<ConvResidual>(dir, "conv_residual_two_samples", 8, 2);
+    write_case<ChannelBlocksConv>(dir, "conv_channel_blocks", 16);
     // ---- issue 13: standalone activations, Softmax, LayerNorm, RMSNorm, Dropout (layers13a) ----
     write_case<ActivationsNet>(dir, "activations_standalone", 13);
     write_case<NormsNet>(dir, "norms", 14);

@@ -154,6 +154,10 @@ MODELS["conv_residual_two_samples"] = MODELS["conv_residual"]
 MODELS["gray_conv_one_sample"] = lambda: nn.Sequential(
     nn.Conv2d(1, 5, 3), nn.Tanh(), nn.Conv2d(5, 3, 2, padding="same"), nn.Softplus(), nn.Flatten(),
     nn.Linear(3 * 7 * 8, 2))
+# Channels a multiple of 4: with 32 vector registers chainlet's weight gradient reads dz in blocks of 4.
+MODELS["conv_channel_blocks"] = lambda: nn.Sequential(
+    nn.Conv2d(3, 8, 3), nn.Tanh(), nn.Conv2d(8, 12, 2, padding="same"), nn.Softplus(), nn.Flatten(),
+    nn.Linear(12 * 5 * 6, 2))
 # ---- end of issue 13 (layers13a) ----
 
 
