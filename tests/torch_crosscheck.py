@@ -202,7 +202,14 @@ def check(path, name):
 def main():
     program, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
-    subprocess.run([program, work], check=True)
+    out = subprocess.run([program, work], check=True, stdout=subprocess.PIPE, text=True).stdout
+    sys.stdout.write(out)
+    # every case the program writes is checked: one without a model here would pass unnoticed
+    written = [line[len("wrote "):].split(":")[0] for line in out.splitlines() if line.startswith("wrote ")]
+    unchecked = [name for name in written if name not in MODELS]
+    if unchecked:
+        print(f"FAIL: cases written without a PyTorch model in this script: {', '.join(unchecked)}")
+        sys.exit(1)
     results = [check(os.path.join(work, f"{name}.safetensors"), name) for name in MODELS]
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     sys.exit(0 if all(results) else 1)
