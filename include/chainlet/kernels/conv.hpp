@@ -640,6 +640,9 @@ constexpr size_t conv_band_rows(const ConvShape& s, size_t n) {
     return banded ? rows : 0;
 }
 
+// Whether conv_activation_parameter_grads copies dz into blocks of channels: where every weight-gradient
+// tile takes 4 channels (32 vector registers, OC a multiple of 4), and OC > 4 (with 4 channels the
+// layers' layout already is one block).
 constexpr bool conv_dz_blocks(size_t OC) {
     return simd::enabled && simd::vector_registers >= 32 && OC % conv_dz_block == 0 && OC > conv_dz_block;
 }
