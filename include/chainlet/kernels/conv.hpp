@@ -11,6 +11,7 @@
 //                     pixels and samples of dz per channel.
 //   conv_activation_parameter_grads: the two above, in bands of output rows where dz exceeds L1, or
 //                     with dz also copied in blocks of 4 channels (conv_dz_blocks).
+//   conv_activation_parameter_grads_banded: the banded route, with the caller providing each band's dy.
 //   pad_copy_sides:   copies an image into the rows of a larger one that conv_valid reads, with zeros
 //                     beside it; pad_copy also zeroes the rows above and below.
 //
@@ -647,24 +648,19 @@ constexpr bool conv_dz_blocks(size_t OC) {
     return simd::enabled && simd::vector_registers >= 32 && OC % conv_dz_block == 0 && OC > conv_dz_block;
 }
 
-template <class Act, class T>
-void conv_activation_parameter_grads(const ConvShape& s, const T* in, T* dy, const T* act_s, size_t n, T* g, T* db,
-                                     T* dz_blocks = nullptr) {
+// The banded route of conv_activation_parameter_grads, with bands of `rows` output rows (the last may
+// be shorter): band_dz(r0, r1) returns where output rows [r0, r1) of dy are, writable (rows * OW * OC *
+// n values), and the band's dz is left there. conv_activation_parameter_grads passes dy's own rows; a
+// caller that computes dy band by band can instead write each band into one small buffer, which then
+// stays in L1 (where dy comes from a pooling's pullback: LeNet5's first convolution and its pooling,
+// chunks of 16, 7.1-7.7 -> 3.6-4.2 ms per 128 chunks standalone, 4.90 -> 4.15 ms per step of 2,048 in
+// the profile, docs/design.md). Needs what conv_band_rows<T>(s, n) > 0 says of s and n; rows may be any
+// height >= 1: every sum takes its terms in the same order for every band height.
+template <class Act, class T, class BandDz>
+void conv_activation_parameter_grads_banded(const ConvShape& s, const T* in, const T* act_s, size_t n, T* g, T* db,
+                                            size_t rows, BandDz&& band_dz) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
-    const size_t rows = conv_band_rows<T>(s, n);
-    if (rows == 0) {
-        const size_t P = s.OH * s.OW;
-        if (dz_blocks && conv_dz_blocks(s.OC)) {
-            detail::activation_pullback_channel_sums_carried<Act>(P, s.OC, dy, act_s, n, db, static_cast<V*>(nullptr),
-                                                                  static_cast<T*>(nullptr), dz_blocks);
-            conv_weight_grad<true>(s, in, static_cast<const T*>(dz_blocks), DzLayout::blocks(P, n), n, g);
-        } else {
-            activation_pullback_channel_sums<Act>(P, s.OC, dy, act_s, n, db);
-            conv_weight_grad(s, in, dy, n, g);
-        }
-        return;
-    }
     const DzLayout layout = DzLayout::rows(s.OC, n);
     V tiles[conv_band_state], sums[conv_band_channels];
     T tails[conv_band_channels];
@@ -675,7 +671,7 @@ void conv_activation_parameter_grads(const ConvShape& s, const T* in, T* dy, con
         ConvShape band = s;
         band.OH = std::min(rows, s.OH - r0);
         const size_t pixel0 = r0 * s.OW;
-        T* dz = dy + pixel0 * s.OC * n;
+        T* const dz = band_dz(r0, r0 + band.OH);
         detail::activation_pullback_channel_sums_carried<Act>(band.OH * s.OW, s.OC, dz, act_s + pixel0 * s.OC * n, n,
                                                               db, sums, tails);
         const T* band_in = in + r0 * s.IW * s.IC * n;
@@ -699,6 +695,27 @@ void conv_activation_parameter_grads(const ConvShape& s, const T* in, T* dy, con
     });
 }
 
+
+template <class Act, class T>
+void conv_activation_parameter_grads(const ConvShape& s, const T* in, T* dy, const T* act_s, size_t n, T* g, T* db,
+                                     T* dz_blocks = nullptr) {
+    using V = simd::vec<T>;
+    const size_t rows = conv_band_rows<T>(s, n);
+    if (rows == 0) {
+        const size_t P = s.OH * s.OW;
+        if (dz_blocks && conv_dz_blocks(s.OC)) {
+            detail::activation_pullback_channel_sums_carried<Act>(P, s.OC, dy, act_s, n, db, static_cast<V*>(nullptr),
+                                                                  static_cast<T*>(nullptr), dz_blocks);
+            conv_weight_grad<true>(s, in, static_cast<const T*>(dz_blocks), DzLayout::blocks(P, n), n, g);
+        } else {
+            activation_pullback_channel_sums<Act>(P, s.OC, dy, act_s, n, db);
+            conv_weight_grad(s, in, dy, n, g);
+        }
+        return;
+    }
+    conv_activation_parameter_grads_banded<Act>(s, in, act_s, n, g, db, rows,
+                                                [&](size_t r0, size_t) { return dy + r0 * s.OW * s.OC * n; });
+}
 template <class Act, class T>
 void activation_pullback_channel_sums_reference(size_t P, size_t C, T* dy, const T* s, size_t n, T* db) {
     for (size_t p = 0; p < P; ++p)
