@@ -157,22 +157,16 @@ private:
         }(std::make_index_sequence<Net::num_layers>{});
     }
     // As detail::Sequence::pullback (chain.hpp), timed per layer: the first layer computes no dx;
-    // accumulate false writes g (pullback_assign), as a group's first chunk does.
+    // accumulate false writes g (pullback_assign), as a group's first chunk does. A layer whose pullback
+    // the previous layer does (Sequence::pulls_back_next) takes no time of its own.
     template <bool accumulate>
     void pullback_layers(const float* p, float* g, std::size_t m, Parts& t) {
-        float* const scratch = b_.scratch;
-        float* const layer_scratch = scratch + Net::layer_scratch_offset * m;
         [&]<std::size_t... I>(std::index_sequence<I...>) {
             (([&] {
                  constexpr std::size_t L = Net::num_layers - 1 - I;
-                 float* dyl = L == Net::num_layers - 1 ? b_.dy : scratch + (L % 2) * Net::max_inner_width * m;
-                 float* dxl = L == 0 ? nullptr : scratch + ((L - 1) % 2) * Net::max_inner_width * m;
                  const auto t0 = clock_type::now();
-                 detail::layer_pullback<accumulate, typename Net::template layer<L>>(
-                     p + Net::param_offset[L], g + Net::param_offset[L],
-                     Net::template input<L>(static_cast<const float*>(b_.x), b_.saved, m),
-                     Net::template output<L>(b_.y, b_.saved, m), b_.saved + Net::saved_offset[L] * m, layer_scratch,
-                     dyl, dxl, m);
+                 Net::template pullback_layer<L, accumulate>(p, g, static_cast<const float*>(b_.x), b_.y, b_.saved,
+                                                             b_.scratch, b_.dy, static_cast<float*>(nullptr), m);
                  t.pullback[L] += since(t0);
              }()),
              ...);
@@ -272,6 +266,14 @@ double sum_parts(const Parts& t) {
     return s;
 }
 
+// Per layer: whether its pullback also does the next layer's (chain.hpp, Sequence::pulls_back_next).
+template <class Net>
+std::vector<bool> pulls_back_next() {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return std::vector<bool>{Net::template pulls_back_next<I, float>()...};
+    }(std::make_index_sequence<Net::num_layers>{});
+}
+
 template <class Net>
 std::vector<std::pair<double, double>> layer_flops(std::size_t n) {  // (forward, pullback) per layer
     std::vector<std::pair<double, double>> f;
@@ -317,7 +319,15 @@ void profile_training(const std::string& title, const std::vector<std::string>& 
     tab.row("gather + transpose inputs and targets", t.gather, 0);
     for (std::size_t i = 0; i < names.size(); ++i) tab.row(names[i] + " forward", t.forward[i], flops[i].first);
     tab.row("loss value and gradient", t.loss, 0);
-    for (std::size_t i = names.size(); i-- > 0;) tab.row(names[i] + " pullback", t.pullback[i], flops[i].second);
+    const auto joint = pulls_back_next<Net>();
+    for (std::size_t i = names.size(); i-- > 0;) {
+        if (i > 0 && joint[i - 1])
+            tab.row(names[i] + " pullback (in the row below)", t.pullback[i], flops[i].second);
+        else if (joint[i])
+            tab.row(names[i] + " + " + names[i + 1] + " pullback (one call)", t.pullback[i], flops[i].second);
+        else
+            tab.row(names[i] + " pullback", t.pullback[i], flops[i].second);
+    }
     tab.row("partial gradients (zero, sum)", t.partials, 0);
     tab.row("Adam step", t.optimiser, 0);
     tab.row("**sum of the parts, 1 thread**", tab.total, total_flops);

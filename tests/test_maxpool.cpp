@@ -44,6 +44,18 @@ TEST_CASE("MaxPool: values and gradients", "[maxpool][gradient]") {
     check_pool<4, 6, 5, 2, 3>();
 }
 
+// The layer checker, which also holds cotangent_rows (by bands of input rows, as a convolution's
+// pullback_from_rows asks for them) to the pullback's bits, in float and double.
+TEST_CASE("MaxPool: layer check, cotangent_rows band by band", "[maxpool][gradient]") {
+    LayerCheckOptions o;
+    o.chunk_sizes = {1, 3, 16, 17};
+    for (const auto& r : {check_layer<MaxPool<2>, Input<8, 6, 3>>(o), check_layer<MaxPool<2>, Input<7, 5, 2>>(o),
+                          check_layer<MaxPool<3, 2>, Input<11, 6, 2>>(o)}) {
+        INFO(r.report());
+        REQUIRE(r.passed());
+    }
+}
+
 TEST_CASE("MaxPool: a tie sends the whole cotangent to the first maximal position", "[maxpool]") {
     using L = MaxPool<2, 2>::bound<Shape<2, 2, 1>>;
     for (std::size_t n : {1, 16, 19}) {  // scalar, vector and tail paths

@@ -40,6 +40,10 @@ using ConvResidual = Chain<Input<6, 5, 2>, Conv<3, 3, 4, Tanh, Padding::same>,
 using GrayConv = Chain<Input<9, 10, 1>, Conv<3, 3, 5, Tanh>, Conv<2, 2, 3, Softplus, Padding::same>, Flatten, Dense<2>>;
 // Channels a multiple of 4 (and more than 4): with 32 vector registers a chunk's weight gradient reads dz
 // copied into blocks of 4 channels (kernels::conv_dz_blocks), from the output (tanh) and from z (softplus).
+// A convolution followed by a max pooling: with 16 doubles per chunk (two AVX-512 vectors) the first
+// convolution's parameter gradients run in bands, each band's cotangent produced by the pooling's
+// cotangent_rows (chain.hpp, pulls_back_next); 23 rows leave two out of the 3 x 2 windows.
+using ConvPoolBands = Chain<Input<27, 28, 1>, Conv<5, 5, 6, Softplus>, MaxPool<3, 2>, Flatten, Dense<3>>;
 using ChannelBlocksConv = Chain<Input<7, 8, 3>, Conv<3, 3, 8, Tanh>, Conv<2, 2, 12, Softplus, Padding::same>, Flatten,
                                 Dense<2>>;
 
@@ -202,6 +206,7 @@ int main(int argc, char** argv) {
     // the other cases are with AVX-512 (8).
     write_case<ConvResidual>(dir, "conv_residual_two_samples", 8, 2);
     write_case<ChannelBlocksConv>(dir, "conv_channel_blocks", 16);
+    write_case<ConvPoolBands>(dir, "conv_pool_bands", 17, 16);
     // ---- issue 13: standalone activations, Softmax, LayerNorm, RMSNorm, Dropout (layers13a) ----
     write_case<ActivationsNet>(dir, "activations_standalone", 13);
     write_case<NormsNet>(dir, "norms", 14);

@@ -159,6 +159,9 @@ MODELS["conv_channel_blocks"] = lambda: nn.Sequential(
     nn.Conv2d(3, 8, 3), nn.Tanh(), nn.Conv2d(8, 12, 2, padding="same"), nn.Softplus(), nn.Flatten(),
     nn.Linear(12 * 5 * 6, 2))
 # ---- end of issue 13 (layers13a) ----
+# A convolution's pullback fed band by band by the max pooling after it (16 samples: bands with AVX-512).
+MODELS["conv_pool_bands"] = lambda: nn.Sequential(
+    nn.Conv2d(1, 6, 5), nn.Softplus(), nn.MaxPool2d((3, 2)), nn.Flatten(), nn.Linear(6 * 7 * 12, 3))
 
 
 def to_torch_layout(a):

@@ -188,23 +188,66 @@ public:
         }(seq);
     }
 
+    // Whether layer L's pullback also does layer L + 1's: L has pullback_from_rows and L + 1
+    // cotangent_rows (layer.hpp), as a Conv followed by a MaxPool.
+    template <std::size_t L, class T>
+    static constexpr bool pulls_back_next() {
+        if constexpr (L + 1 < num_layers)
+            return has_pullback_from_rows<layer<L>, T> && has_cotangent_rows<layer<L + 1>, T>;
+        else
+            return false;
+    }
+    template <std::size_t L, class T>
+    static constexpr bool pulled_back_by_previous() {
+        if constexpr (L > 0)
+            return pulls_back_next<L - 1, T>();
+        else
+            return false;
+    }
+
+    // Step num_layers - 1 - L of pullback (layer L, with the arguments of the whole chain's pullback):
+    // nothing where layer L - 1 pulls back through L too; else layer L's pullback, adding into g
+    // (accumulate) or writing it, and for a pair the one call that does both (pullback_from_rows, with
+    // the next layer's cotangent_rows as the source of its cotangent). Public for bench/profile.cpp.
+    template <std::size_t L, bool accumulate, class T>
+    static void pullback_layer(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
+                               std::size_t n) {
+        if constexpr (pulled_back_by_previous<L, T>()) {
+            return;
+        } else {
+            T* const layer_scratch_ptr = scratch + layer_scratch_offset * n;
+            // The cotangent of layer I's output: dy for the last layer, else buffer (I % 2).
+            auto cotangent = [&](std::size_t I) {
+                return I == num_layers - 1 ? dy : scratch + (I % 2) * max_inner_width * n;
+            };
+            T* dyl = cotangent(L);
+            T* dxl = L == 0 ? dx : scratch + ((L - 1) % 2) * max_inner_width * n;
+            const T* xl = input<L>(x, saved, n);
+            T* yl = output<L>(const_cast<T*>(y), saved, n);
+            if constexpr (pulls_back_next<L, T>()) {
+                using next = layer<L + 1>;
+                const T* next_y = output<L + 1>(const_cast<T*>(y), saved, n);
+                const T* next_dy = cotangent(L + 1);
+                auto rows = [&](std::size_t r0, std::size_t r1, T* out) {
+                    next::cotangent_rows(static_cast<const T*>(yl), next_y, next_dy, out, r0, r1, n);
+                };
+                if constexpr (!accumulate) std::fill_n(g + param_offset[L], layer_params[L], T(0));
+                layer<L>::pullback_from_rows(p + param_offset[L], g + param_offset[L], xl, yl,
+                                             saved + saved_offset[L] * n, layer_scratch_ptr, dyl, dxl, n, rows,
+                                             std::size_t{next::cotangent_row_block});
+            } else {
+                detail::layer_pullback<accumulate, layer<L>>(p + param_offset[L], g + param_offset[L], xl, yl,
+                                                             saved + saved_offset[L] * n, layer_scratch_ptr, dyl, dxl, n);
+            }
+        }
+    }
+
 private:
     template <bool accumulate, class T>
     static void pullback_layers(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
                                 std::size_t n) {
-        T* const layer_scratch_ptr = scratch + layer_scratch_offset * n;
         [&]<std::size_t... I>(std::index_sequence<I...>) {
-            (([&] {
-                 constexpr std::size_t L = num_layers - 1 - I;
-                 // The cotangent of layer L's output: dy for the last layer, else buffer (L % 2).
-                 T* dyl = L == num_layers - 1 ? dy : scratch + (L % 2) * max_inner_width * n;
-                 T* dxl = L == 0 ? dx : scratch + ((L - 1) % 2) * max_inner_width * n;
-                 const T* xl = input<L>(x, saved, n);
-                 T* yl = output<L>(const_cast<T*>(y), saved, n);
-                 detail::layer_pullback<accumulate, layer<L>>(p + param_offset[L], g + param_offset[L], xl, yl,
-                                                              saved + saved_offset[L] * n, layer_scratch_ptr, dyl, dxl, n);
-             }()),
-             ...);
+            (pullback_layer<num_layers - 1 - I, accumulate>(p, g, x, y, saved, scratch, dy, dx, n), ...);
         }(seq);
     }
 

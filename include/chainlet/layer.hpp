@@ -42,6 +42,26 @@
 //                                                  for the tiny MLP's one-sample call, 0.23 -> 0.18 us.
 //                                                  Without it the chain zeroes the layer's slice and calls
 //                                                  pullback.
+//   in_shape, cotangent_row_block, cotangent_rows(x, y, dy, dx_rows, r0, r1, n)
+//                                                  for a layer on images (in_shape = Shape<H, W, C>) without
+//                                                  parameters whose input cotangent can be computed a band of
+//                                                  input rows at a time (MaxPool): writes rows [r0, r1) of the
+//                                                  dx that pullback writes (input row r: the W * C * n values
+//                                                  at r * W * C * n) to dx_rows + (r - r0) * W * C * n. r0 is a
+//                                                  multiple of cotangent_row_block, r1 one too or H. Reads x,
+//                                                  y and dy only.
+//   pullback_from_rows(p, g, x, y, saved, scratch, dy, dx, n, rows, row_block)
+//                                                  as pullback, but its output cotangent is not computed yet:
+//                                                  rows(r0, r1, out) writes output rows [r0, r1) of it to out
+//                                                  (r0 a multiple of row_block, r1 one too or the output
+//                                                  height: out_shape = Shape<OH, OW, OC>), and dy is a buffer
+//                                                  for all of it (contents undefined on entry). It must ask
+//                                                  for every row and give the bits of rows(0, OH, dy)
+//                                                  followed by pullback. A chain
+//                                                  calls it, in place of the next layer's pullback and this
+//                                                  one's, when the next layer has cotangent_rows (a Conv
+//                                                  followed by a MaxPool), so the layer can use each band of
+//                                                  its cotangent while it is in L1 (layers/conv.hpp).
 //   describe()                                     architecture text for checkpoints, e.g. "Dense[10,relu]"
 //   torch_layout(TorchModules& m, std::size_t off) the layer's PyTorch modules and tensors (layer_metadata.hpp)
 // A layer without the last two trains and predicts like any other; saving it to a checkpoint or a
@@ -119,6 +139,26 @@ template <class B, class T>
 concept has_pullback_assign = requires(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
                                        std::size_t n) {
     B::template pullback_assign<T>(p, g, x, y, saved, scratch, dy, dx, n);
+};
+
+// The optional band-by-band pullback of two neighbouring layers (see above).
+template <class T>
+struct RowsProbe {  // stands for the rows callable in the concept below
+    void operator()(std::size_t, std::size_t, T*) const {}
+};
+// Rows are the first dimension of an image (a rank-3 shape): a Conv1D, a Conv on a 1 x L image whose
+// out_shape is (L, OC), does not take part.
+template <class B, class T>
+concept has_cotangent_rows = requires(const T* x, const T* y, const T* dy, T* dx_rows, std::size_t r) {
+    requires B::in_shape::rank == 3 && B::in_shape::size == B::in_size;
+    { B::cotangent_row_block } -> std::convertible_to<std::size_t>;
+    B::template cotangent_rows<T>(x, y, dy, dx_rows, r, r, r);
+};
+template <class B, class T>
+concept has_pullback_from_rows = requires(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy,
+                                          T* dx, std::size_t n) {
+    requires B::out_shape::rank == 3;
+    B::template pullback_from_rows<T>(p, g, x, y, saved, scratch, dy, dx, n, RowsProbe<T>{}, n);
 };
 
 }  // namespace detail

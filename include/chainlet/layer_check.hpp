@@ -13,6 +13,8 @@
 //   - for a layer with the optional pullback_assign, in double and float: that with g full of NaN on
 //     entry it writes the g and dx of the pullback (equal values, a zero's sign aside), with and without
 //     dx, and leaves y and saved alone;
+//   - for a layer with the optional cotangent_rows or pullback_from_rows, in double and float: that they
+//     give the bits of the pullback, band by band (detail::check_cotangent_rows, check_pullback_from_rows);
 //   - that forward reads no saved value and pullback no scratch value before writing it (both are filled
 //     with NaN first), and that outputs and gradients are finite;
 //   - that float and double agree on the same (float-exact) inputs, to float_tolerance relative to the
@@ -32,6 +34,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -157,6 +160,93 @@ std::string check_pullback_assign(const std::vector<double>& p, const std::vecto
     return {};
 }
 
+// The optional cotangent_rows (layer.hpp) in T against the pullback's dx: bands of 1, 2 and 3 row blocks
+// (the last one ending at the input height) must give the pullback's dx bit for bit, each written within
+// its band.
+template <class B, class T>
+std::string check_cotangent_rows(const std::vector<double>& p, const std::vector<double>& x,
+                                 const std::vector<double>& w, std::size_t n, const Pass& pass) {
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    std::vector<T> pt(p.begin(), p.end()), xt(x.begin(), x.end()), y(B::out_size * n);
+    std::vector<T> saved(B::saved_per_sample * n + 1, nan), scratch(B::scratch_per_sample * n + 1, nan);
+    layer_forward<B>(pt.data(), xt.data(), y.data(), saved.data(), n, pass);
+    const std::vector<T> dy(w.begin(), w.end());
+    std::vector<T> dy_clobbered = dy, dx(B::in_size * n, nan), g(B::num_params, T(0));
+    B::pullback(pt.data(), g.data(), xt.data(), y.data(), saved.data(), scratch.data(), dy_clobbered.data(), dx.data(), n);
+    constexpr std::size_t H = B::in_shape::dims[0], block = B::cotangent_row_block;
+    static_assert(block >= 1, "cotangent_row_block must be at least 1");
+    const std::size_t row = B::in_size / H * n;
+    for (const std::size_t blocks : {1, 2, 3}) {
+        std::vector<T> bands(B::in_size * n, nan);
+        for (std::size_t r0 = 0; r0 < H; r0 += blocks * block) {
+            const std::size_t r1 = std::min(H, r0 + blocks * block);
+            std::vector<T> band((r1 - r0) * row + 1, nan);
+            B::cotangent_rows(static_cast<const T*>(xt.data()), static_cast<const T*>(y.data()), dy.data(), band.data(),
+                              r0, r1, n);
+            if (!std::isnan(band.back())) return "cotangent_rows wrote past the end of its band";
+            std::copy_n(band.begin(), (r1 - r0) * row, bands.begin() + static_cast<std::ptrdiff_t>(r0 * row));
+        }
+        if (!same_values(bands, dx))
+            return "cotangent_rows in bands of " + std::to_string(blocks * block) +
+                   " rows gave another input cotangent than the pullback";
+    }
+    return {};
+}
+
+// The optional pullback_from_rows (layer.hpp) in T against rows(0, height, dy) followed by the pullback:
+// with the output cotangent w handed out by rows, for row blocks of 1, 2 and 3 rows, with and without dx,
+// g (starting at g0) and dx must come out bit for bit the same; every request [r0, r1) must keep the rule
+// (r0 a multiple of the block, r1 one too or the height) and every row must be requested.
+template <class B, class T>
+std::string check_pullback_from_rows(const std::vector<double>& p, const std::vector<double>& x,
+                                     const std::vector<double>& w, const std::vector<double>& g0, std::size_t n,
+                                     const Pass& pass) {
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    std::vector<T> pt(p.begin(), p.end()), xt(x.begin(), x.end()), y(B::out_size * n);
+    std::vector<T> saved(B::saved_per_sample * n + 1, nan);
+    layer_forward<B>(pt.data(), xt.data(), y.data(), saved.data(), n, pass);
+    constexpr std::size_t OH = B::out_shape::dims[0];
+    const std::size_t row = B::out_size / OH * n;
+    for (const bool with_dx : {true, false}) {
+        auto run = [&](std::size_t block) {
+            std::vector<T> g(g0.begin(), g0.end()), dx(B::in_size * n, nan), scratch(B::scratch_per_sample * n + 1, nan);
+            std::vector<T> dy(B::out_size * n, nan);
+            T* const dxp = with_dx ? dx.data() : nullptr;
+            std::string bad;
+            std::vector<int> seen(OH, 0);
+            if (block == 0) {
+                std::copy(w.begin(), w.end(), dy.begin());
+                B::pullback(pt.data(), g.data(), xt.data(), y.data(), saved.data(), scratch.data(), dy.data(), dxp, n);
+            } else {
+                auto rows = [&](std::size_t r0, std::size_t r1, T* out) {
+                    if (r0 % block != 0 || (r1 % block != 0 && r1 != OH) || r0 >= r1 || r1 > OH) {
+                        bad = "pullback_from_rows asked for rows [" + std::to_string(r0) + ", " + std::to_string(r1) +
+                              ") with a row block of " + std::to_string(block);
+                        return;
+                    }
+                    std::copy(w.begin() + static_cast<std::ptrdiff_t>(r0 * row),
+                              w.begin() + static_cast<std::ptrdiff_t>(r1 * row), out);
+                    for (std::size_t r = r0; r < r1; ++r) ++seen[r];
+                };
+                B::pullback_from_rows(pt.data(), g.data(), xt.data(), y.data(), saved.data(), scratch.data(), dy.data(),
+                                      dxp, n, rows, block);
+                if (bad.empty() && std::count(seen.begin(), seen.end(), 0) > 0)
+                    bad = "pullback_from_rows did not ask for every row of its output cotangent";
+            }
+            return std::tuple{std::move(g), std::move(dx), std::move(bad)};
+        };
+        const auto [g_ref, dx_ref, unused] = run(0);
+        for (const std::size_t block : {1, 2, 3}) {
+            const auto [g, dx, bad] = run(block);
+            if (!bad.empty()) return bad;
+            if (!same_values(g, g_ref) || !same_values(dx, dx_ref))
+                return "pullback_from_rows with a row block of " + std::to_string(block) +
+                       " gave another gradient than the pullback" + (with_dx ? "" : " (dx = nullptr)");
+        }
+    }
+    return {};
+}
+
 // The samples of a chunk must not see each other (the workspaces pad a chunk with copies of one of its
 // samples, whose cotangent is zero, and predict a few samples one at a time): with `copies` copies of
 // sample 0 appended, samples 0..n-1 must get the same y and dx and g the same sums, and the copies dx = 0.
@@ -240,6 +330,14 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
             const std::string e = detail::check_pullback_assign<B, double>(p, x, w, n, o.pass);
             if (!e.empty()) fail(n, e);
         }
+        if constexpr (detail::has_cotangent_rows<B, double>) {
+            const std::string e = detail::check_cotangent_rows<B, double>(p, x, w, n, o.pass);
+            if (!e.empty()) fail(n, e);
+        }
+        if constexpr (detail::has_pullback_from_rows<B, double>) {
+            const std::string e = detail::check_pullback_from_rows<B, double>(p, x, w, g0, n, o.pass);
+            if (!e.empty()) fail(n, e);
+        }
 
         // Finite differences of f(p, x) = sum(w .* forward(p, x)).
         auto f = [&](const std::vector<double>& pp, const std::vector<double>& xx) {
@@ -278,6 +376,14 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
         const auto s = detail::layer_run<B, float>(p, x, w, g0, n, o.pass);
         if constexpr (detail::has_pullback_assign<B, float>) {
             const std::string e = detail::check_pullback_assign<B, float>(p, x, w, n, o.pass);
+            if (!e.empty()) fail(n, "in float, " + e);
+        }
+        if constexpr (detail::has_cotangent_rows<B, float>) {
+            const std::string e = detail::check_cotangent_rows<B, float>(p, x, w, n, o.pass);
+            if (!e.empty()) fail(n, "in float, " + e);
+        }
+        if constexpr (detail::has_pullback_from_rows<B, float>) {
+            const std::string e = detail::check_pullback_from_rows<B, float>(p, x, w, g0, n, o.pass);
             if (!e.empty()) fail(n, "in float, " + e);
         }
         const double fdiff = std::max({detail::worst_relative(s.y, d.y), detail::worst_relative(s.dx, d.dx),

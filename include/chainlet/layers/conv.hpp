@@ -189,6 +189,32 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
             }
         }
 
+        // The pullback with dy produced band by band (layer.hpp's optional pullback_from_rows; chain.hpp calls
+        // it when a MaxPool follows): rows(r0, r1, out) writes output rows [r0, r1) of dy to out. Where the
+        // parameter gradients run in bands of output rows (conv_band_rows) and no dx is wanted (the first
+        // layer), each band of dy is produced into scratch and used from L1 there, so the whole dy is never
+        // written; otherwise rows fills dy whole and pullback runs. The same bits either way.
+        template <class T, class Rows>
+        static void pullback_from_rows(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
+                                       std::size_t n, Rows&& rows, std::size_t row_block) {
+            using namespace kernels;
+            const std::size_t band = conv_band_rows<T>(forward_shape, n);
+            if (dx || band == 0) {
+                rows(std::size_t{0}, OH, dy);
+                return pullback(p, g, x, y, saved, scratch, dy, dx, n);
+            }
+            // Bands of whole row blocks. scratch holds DH * DW * OC * n values, more than a band of at most
+            // OH * OW * OC * n.
+            const std::size_t height = std::max(row_block, band / row_block * row_block);
+            const T* xp = same ? saved : x;
+            const T* act_s = Act::derivative_from_output ? y : saved + xp_size * n;
+            conv_activation_parameter_grads_banded<Act>(forward_shape, xp, act_s, n, g, g + num_weights, height,
+                                                        [&](std::size_t r0, std::size_t r1) {
+                                                            rows(r0, r1, scratch);
+                                                            return scratch;
+                                                        });
+        }
+
         // One sample, vectors along the channels as in forward_one (the chunk route's run along the samples):
         // dz = act'(s) dy in place; db += dz's column sums; per kernel row ky, the weight rows of ky (KW * C
         // of them, contiguous in the patch) += A^T dz with A(p, kx * C + c) = xp[pixel_offsets[p] +

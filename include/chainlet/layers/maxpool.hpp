@@ -41,6 +41,7 @@ struct MaxPool {
         static constexpr std::size_t OH = H / PH, OW = W / PW;
         static constexpr std::size_t in_size = H * W * C;
         static constexpr std::size_t out_size = OH * OW * C;
+        using in_shape = Shape<H, W, C>;
         using out_shape = Shape<OH, OW, C>;
         static constexpr std::size_t num_params = 0;
         static constexpr std::size_t saved_per_sample = 0, scratch_per_sample = 0;
@@ -48,15 +49,20 @@ struct MaxPool {
         template <class T>
         static void init(std::span<T>, Rng&, InitKind) {}
 
-        // Calls f(in_block, out_offset, m) for every output pixel: in_block(dy, dx) is the offset of the
-        // window element's row block; a pixel's C channels of n samples are one block of m = C n values.
+        // Calls f(in_block, out_offset, m) for every output pixel of output rows [oy0, oy1): in_block(dy, dx)
+        // is the offset of the window element's row block counted from input row oy0 * PH; a pixel's C
+        // channels of n samples are one block of m = C n values.
+        template <class F>
+        static void for_each_window(std::size_t n, std::size_t oy0, std::size_t oy1, F&& f) {
+            const std::size_t m = C * n;
+            for (std::size_t oy = oy0; oy < oy1; ++oy)
+                for (std::size_t ox = 0; ox < OW; ++ox)
+                    f([=](std::size_t dy, std::size_t dx) { return (((oy - oy0) * PH + dy) * W + ox * PW + dx) * m; },
+                      (oy * OW + ox) * m, m);
+        }
         template <class F>
         static void for_each_window(std::size_t n, F&& f) {
-            const std::size_t m = C * n;
-            for (std::size_t oy = 0; oy < OH; ++oy)
-                for (std::size_t ox = 0; ox < OW; ++ox)
-                    f([=](std::size_t dy, std::size_t dx) { return ((oy * PH + dy) * W + ox * PW + dx) * m; },
-                      (oy * OW + ox) * m, m);
+            for_each_window(n, 0, OH, f);
         }
 
         template <class T>
@@ -82,19 +88,25 @@ struct MaxPool {
             });
         }
 
+        // The pullback by bands of input rows (layer.hpp's optional cotangent_rows): rows [r0, r1) of dx,
+        // input row r at dx_rows + (r - r0) W C n; r0 a multiple of PH, r1 one too or H. A convolution's
+        // pullback calls it band by band (chain.hpp), so that its cotangent never exists whole.
+        static constexpr std::size_t cotangent_row_block = PH;
         template <class T>
-        static void pullback(const T*, T*, const T* x, const T* y, T*, T*, T* dy, T* dx, std::size_t n) {
-            if (!dx) return;
-            if constexpr (H % PH != 0 || W % PW != 0) std::fill_n(dx, in_size * n, T(0));
-            for_each_window(n, [&](auto at, std::size_t out, std::size_t m) {
+        static void cotangent_rows(const T* x, const T* y, const T* dy, T* dx_rows, std::size_t r0, std::size_t r1,
+                                   std::size_t n) {
+            const std::size_t row = W * C * n;  // values per image row
+            if constexpr (H % PH != 0 || W % PW != 0) std::fill_n(dx_rows, (r1 - r0) * row, T(0));
+            const T* const x_rows = x + r0 * row;
+            for_each_window(n, r0 / PH, std::min(r1 / PH, OH), [&](auto at, std::size_t out, std::size_t m) {
                 auto run = [&]<class V>(std::size_t e) {
                     const V top = simd::loadv<V>(y + out + e);
                     V left = simd::loadv<V>(dy + out + e);  // the cotangent not yet passed on
                     for (std::size_t wy = 0; wy < PH; ++wy)
                         for (std::size_t wx = 0; wx < PW; ++wx) {
-                            const V v = simd::loadv<V>(x + at(wy, wx) + e);
+                            const V v = simd::loadv<V>(x_rows + at(wy, wx) + e);
                             const auto hit = (v == top) | simd::isnan(v);  // a NaN v: top is NaN too
-                            simd::storev(dx + at(wy, wx) + e, simd::select(hit, left, V(0)));
+                            simd::storev(dx_rows + at(wy, wx) + e, simd::select(hit, left, V(0)));
                             left = simd::select(hit, V(0), left);
                         }
                 };
@@ -104,6 +116,11 @@ struct MaxPool {
                         run.template operator()<simd::vec<T>>(e);
                 for (; e < m; ++e) run.template operator()<T>(e);
             });
+        }
+
+        template <class T>
+        static void pullback(const T*, T*, const T* x, const T* y, T*, T*, T* dy, T* dx, std::size_t n) {
+            if (dx) cotangent_rows(x, y, static_cast<const T*>(dy), dx, 0, H, n);
         }
 
         static std::string describe() { return "MaxPool[" + std::to_string(PH) + "x" + std::to_string(PW) + "]"; }
