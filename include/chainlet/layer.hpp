@@ -57,11 +57,11 @@
 //                                                  height: out_shape = Shape<OH, OW, OC>), and dy is a buffer
 //                                                  for all of it (contents undefined on entry). It must ask
 //                                                  for every row and give the bits of rows(0, OH, dy)
-//                                                  followed by pullback. A chain
-//                                                  calls it, in place of the next layer's pullback and this
-//                                                  one's, when the next layer has cotangent_rows (a Conv
-//                                                  followed by a MaxPool), so the layer can use each band of
-//                                                  its cotangent while it is in L1 (layers/conv.hpp).
+//                                                  followed by pullback. A chain calls it, in place of the
+//                                                  next layer's pullback and this one's, when the next layer
+//                                                  has cotangent_rows (a Conv followed by a MaxPool), so the
+//                                                  layer can use each band of its cotangent while it is in
+//                                                  L1 (layers/conv.hpp).
 //   describe()                                     architecture text for checkpoints, e.g. "Dense[10,relu]"
 //   torch_layout(TorchModules& m, std::size_t off) the layer's PyTorch modules and tensors (layer_metadata.hpp)
 // A layer without the last two trains and predicts like any other; saving it to a checkpoint or a
