@@ -311,8 +311,9 @@ TEST_CASE("Chain: wrong sizes are reported with what was expected and what was g
 // A Conv followed by a MaxPool pulls back as one (Sequence::pulls_back_next: the Conv's pullback_from_rows
 // with the MaxPool's cotangent_rows as its source, layer.hpp): the bits of the two layers' own pullbacks
 // one after the other, adding into g and writing it, with and without dx, on chunks whose first
-// convolution runs in bands (the pooling's cotangent then never written whole) and on others. The second
-// pair has a dx to compute and a window of 3 x 2 rows; both images leave a trailing row out of the pooling.
+// convolution runs in bands (the pooling's cotangent then never written whole) and on others. The first
+// convolution's 23 output rows leave one out of the 2 x 2 windows; the second pair has a dx to compute and
+// 3 x 2 windows.
 TEMPLATE_TEST_CASE("Chain: a Conv and the MaxPool after it pull back as one, with the bits of the two pullbacks",
                    "[chain][gradient]", float, double) {
     using T = TestType;

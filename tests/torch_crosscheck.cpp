@@ -40,12 +40,12 @@ using ConvResidual = Chain<Input<6, 5, 2>, Conv<3, 3, 4, Tanh, Padding::same>,
 using GrayConv = Chain<Input<9, 10, 1>, Conv<3, 3, 5, Tanh>, Conv<2, 2, 3, Softplus, Padding::same>, Flatten, Dense<2>>;
 // Channels a multiple of 4 (and more than 4): with 32 vector registers a chunk's weight gradient reads dz
 // copied into blocks of 4 channels (kernels::conv_dz_blocks), from the output (tanh) and from z (softplus).
+using ChannelBlocksConv = Chain<Input<7, 8, 3>, Conv<3, 3, 8, Tanh>, Conv<2, 2, 12, Softplus, Padding::same>, Flatten,
+                                Dense<2>>;
 // A convolution followed by a max pooling: with 16 doubles per chunk (two AVX-512 vectors) the first
 // convolution's parameter gradients run in bands, each band's cotangent produced by the pooling's
 // cotangent_rows (chain.hpp, pulls_back_next); 23 rows leave two out of the 3 x 2 windows.
 using ConvPoolBands = Chain<Input<27, 28, 1>, Conv<5, 5, 6, Softplus>, MaxPool<3, 2>, Flatten, Dense<3>>;
-using ChannelBlocksConv = Chain<Input<7, 8, 3>, Conv<3, 3, 8, Tanh>, Conv<2, 2, 12, Softplus, Padding::same>, Flatten,
-                                Dense<2>>;
 
 // --- issue 13, 1-D convolutions, strided convolution, average pooling (layers13b) ---
 // A sequence Input<L, C> is (L, C) per sample here and (C, L) in PyTorch (the script transposes it).

@@ -695,7 +695,6 @@ void conv_activation_parameter_grads_banded(const ConvShape& s, const T* in, con
     });
 }
 
-
 template <class Act, class T>
 void conv_activation_parameter_grads(const ConvShape& s, const T* in, T* dy, const T* act_s, size_t n, T* g, T* db,
                                      T* dz_blocks = nullptr) {
@@ -716,6 +715,7 @@ void conv_activation_parameter_grads(const ConvShape& s, const T* in, T* dy, con
     conv_activation_parameter_grads_banded<Act>(s, in, act_s, n, g, db, rows,
                                                 [&](size_t r0, size_t) { return dy + r0 * s.OW * s.OC * n; });
 }
+
 template <class Act, class T>
 void activation_pullback_channel_sums_reference(size_t P, size_t C, T* dy, const T* s, size_t n, T* db) {
     for (size_t p = 0; p < P; ++p)
