@@ -221,7 +221,7 @@ public:
                 return I == num_layers - 1 ? dy : scratch + (I % 2) * max_inner_width * n;
             };
             T* dyl = cotangent(L);
-            T* dxl = L == 0 ? dx : scratch + ((L - 1) % 2) * max_inner_width * n;
+            T* dxl = L == 0 ? dx : cotangent(L - 1);
             const T* xl = input<L>(x, saved, n);
             T* yl = output<L>(const_cast<T*>(y), saved, n);
             if constexpr (pulls_back_next<L, T>()) {
