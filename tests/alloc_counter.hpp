@@ -12,7 +12,17 @@ namespace test {
 inline std::atomic<long> allocations{0};
 }
 
+// g++ defines __SANITIZE_ADDRESS__ under AddressSanitizer; clang 14 does not, and says so through
+// __has_feature.
 #if defined(__SANITIZE_ADDRESS__)
+#define CHAINLET_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CHAINLET_TEST_ASAN 1
+#endif
+#endif
+
+#if defined(CHAINLET_TEST_ASAN)
 // Under AddressSanitizer the global operators belong to the sanitizer; count through its allocation
 // hook instead, which sees every malloc and operator new.
 extern "C" int __sanitizer_install_malloc_and_free_hooks(void (*)(const volatile void*, std::size_t),

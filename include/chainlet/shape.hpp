@@ -11,7 +11,7 @@ struct Shape {
     static_assert(((Dims > 0) && ...), "every extent of a shape must be positive");
     static constexpr std::size_t rank = sizeof...(Dims);
     static constexpr std::size_t size = (Dims * ...);
-    static constexpr std::size_t dims[] = {Dims...};
+    static constexpr std::size_t dims[sizeof...(Dims)] = {Dims...};
 };
 
 // The first element of a Chain: the shape of one input sample, e.g. Input<4> or Input<28, 28, 1>.

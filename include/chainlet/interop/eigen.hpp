@@ -123,8 +123,14 @@ decltype(auto) buffer(A&& a, std::size_t rows, const char* where, const char* wh
     }
 }
 
+// A's element type, for a range or an Eigen object; no `type` for anything else, so that the overloads
+// below drop out of overload resolution for such arguments (a substitution failure) even where a
+// compiler substitutes into the parameter types before it checks the requires-clause (clang 14 does).
 template <class A>
-struct element {
+struct element {};
+template <std::ranges::range A>
+    requires(!EigenObject<A>)
+struct element<A> {
     using type = value_t<A>;
 };
 template <EigenObject A>
