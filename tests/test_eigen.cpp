@@ -13,6 +13,8 @@
 
 #include "support.hpp"
 
+namespace test_eigen {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 namespace {
@@ -139,7 +141,11 @@ TEST_CASE("Eigen: shape errors say what was expected", "[eigen][errors]") {
 }
 
 TEST_CASE("Eigen: a chain inside an Eigen least-squares computation", "[eigen][fit]") {
-    const auto [x, y] = make_data<double>(400);
+    // references, not a structured binding: the lambdas below use x and y, and clang 14 cannot capture a
+    // structured binding (C++20 allows it; clang 16 implements it)
+    const auto data = make_data<double>(400);
+    const Mat<double>& x = data.first;
+    const Mat<double>& y = data.second;
     Vec<double> p(Net::num_params), g(Net::num_params);
     init_params<Net>(as_span(p), 2);
     Mat<double> yhat(1, 400);
@@ -217,3 +223,5 @@ TEST_CASE("Eigen: fit passes its split argument to train.hpp's fit", "[eigen][fi
     REQUIRE(span_reductions == 8);
     REQUIRE(std::vector<double>(p.data(), p.data() + p.size()) == q);
 }
+
+}  // namespace test_eigen
