@@ -48,9 +48,11 @@ struct RMSNorm {
         // Features are feature-major, [f * n + s]: every inner loop runs along the samples.
         template <class T>
         static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n) {
+            // r starts at the first feature's square, not at a zero fill: std::fill_n here gave g++ 12 a
+            // false -Wstringop-overflow (a memset of 2^64 - 8 bytes) once inlined into the layer checker.
             T* r = saved;
-            std::fill_n(r, n, T(0));
-            for (std::size_t f = 0; f < F; ++f)
+            for (std::size_t s = 0; s < n; ++s) r[s] = x[s] * x[s];
+            for (std::size_t f = 1; f < F; ++f)
                 for (std::size_t s = 0; s < n; ++s) r[s] += x[f * n + s] * x[f * n + s];
             const T inv_f = T(1) / static_cast<T>(F);
             for (std::size_t s = 0; s < n; ++s) r[s] = T(1) / std::sqrt(r[s] * inv_f + static_cast<T>(eps));
