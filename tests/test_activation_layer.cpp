@@ -11,6 +11,8 @@
 #include "chainlet/io/architecture.hpp"
 #include "support.hpp"
 
+namespace test_activation_layer {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 using LeakyLayer = ActivationLayer<LeakyReLU<1, 5>>;  // aliases: a comma splits a Catch macro argument
 
@@ -123,3 +125,5 @@ TEMPLATE_TEST_CASE("ELU, LeakyReLU, SiLU, GELUExact fused into Conv: the layer c
     INFO(r.report());
     REQUIRE(r.passed());
 }
+
+}  // namespace test_activation_layer

@@ -12,6 +12,8 @@
 #include "chainlet/kernels/elementwise.hpp"
 #include "support.hpp"
 
+namespace test_activations {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 using LeakySlope02 = LeakyReLU<1, 5>;  // an alias: a comma inside a Catch macro argument splits it
 
@@ -209,3 +211,5 @@ TEST_CASE("activation: exact GELU (erfc) matches std::erfc: 5e-15 in double, 2e-
     exact_gelu_against_std<double>(5e-15, 1e-10);
     exact_gelu_against_std<float>(2e-7, 5e-5);
 }
+
+}  // namespace test_activations

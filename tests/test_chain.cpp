@@ -13,6 +13,8 @@
 #include "chainlet/chainlet.hpp"
 #include "support.hpp"
 
+namespace test_chain {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 using Tiny = Chain<Input<4>, Dense<32, Tanh>, Dense<16, Tanh>, Dense<4>>;
@@ -373,3 +375,5 @@ TEMPLATE_TEST_CASE("Chain: a Conv and the MaxPool after it pull back as one, wit
             }
     }
 }
+
+}  // namespace test_chain

@@ -21,6 +21,8 @@
 #include "files.hpp"
 #include "support.hpp"
 
+namespace test_checkpoint {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 namespace fs = std::filesystem;
 
@@ -332,3 +334,5 @@ TEST_CASE("Checkpoint: the fuzzer's seeds load and its regression inputs are rej
         fuzz_one(bytes);
     });
 }
+
+}  // namespace test_checkpoint

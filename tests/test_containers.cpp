@@ -13,6 +13,8 @@
 #include "chainlet/io/safetensors.hpp"
 #include "support.hpp"
 
+namespace test_containers {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 namespace {
@@ -160,3 +162,5 @@ TEST_CASE("a residual MLP trains with fit", "[containers][fit]") {
     INFO("loss before " << before << ", after " << after);
     REQUIRE(after < 0.05f * before);
 }
+
+}  // namespace test_containers

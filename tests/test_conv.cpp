@@ -13,6 +13,8 @@
 #include "chainlet/layers/conv.hpp"
 #include "support.hpp"
 
+namespace test_conv {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 namespace {
@@ -534,3 +536,5 @@ TEMPLATE_TEST_CASE("Conv pullback_from_rows: band by band, the bits of the whole
     check.template operator()<SameTanh>(2 * W, true);
     check.template operator()<SameTanh>(1, false);        // one sample: its own route
 }
+
+}  // namespace test_conv

@@ -13,6 +13,8 @@
 #include "chainlet/kernels/conv_strided.hpp"
 #include "support.hpp"
 
+namespace test_conv1d {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 namespace {
@@ -256,3 +258,5 @@ TEST_CASE("Conv1D and strided-conv nets: a training step and predict allocate no
     require_no_allocation_in_a_step<SeqNet>();
     require_no_allocation_in_a_step<StridedNet>();
 }
+
+}  // namespace test_conv1d

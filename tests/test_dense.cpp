@@ -13,6 +13,8 @@
 
 #include "support.hpp"
 
+namespace test_dense {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 namespace {
@@ -126,3 +128,5 @@ TEST_CASE("Dense parameter layout and counts", "[dense]") {
     REQUIRE(y[1] == Approx(std::tanh(0.75)));
     REQUIRE(y[2] == 0.0);
 }
+
+}  // namespace test_dense

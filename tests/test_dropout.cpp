@@ -13,6 +13,8 @@
 #include "chainlet/io/checkpoint.hpp"
 #include "support.hpp"
 
+namespace test_dropout {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 using Drop30 = Dropout<30>;
 using DropThird = Dropout<1, 3>;
@@ -184,3 +186,5 @@ TEST_CASE("Dropout: with an optimiser that keeps no step count, FitOptions::firs
     REQUIRE(run(half, 1, 4) == straight);
     REQUIRE(run(half, 1, 0) != straight);  // restarting at step 0 repeats the first epoch's masks
 }
+
+}  // namespace test_dropout

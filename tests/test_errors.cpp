@@ -12,6 +12,8 @@
 #include "chainlet/io/idx.hpp"
 #include "support.hpp"
 
+namespace test_errors {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 using Net = Chain<Input<3>, Dense<5, Tanh>, Dense<2>>;  // 3*5+5 + 5*2+2 = 32 parameters
 static_assert(Net::num_params == 32);
@@ -143,3 +145,5 @@ TEST_CASE("errors: the IDX reader reports a file that claims more data than it h
                             {"big.idx: truncated", "needs 1095183237375 bytes", "only 3"});
     require_error<IdxError>([&] { parse_idx(bytes, "big.idx", 2); }, {"big.idx", "has 3 dimensions, expected 2"});
 }
+
+}  // namespace test_errors

@@ -11,6 +11,8 @@
 #include "chainlet/chainlet.hpp"
 #include "support.hpp"
 
+namespace test_finite {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 using Net = Chain<Input<3>, Dense<8, Tanh>, Dense<2>>;
 using Linear = Chain<Input<3>, Dense<1>>;
@@ -155,3 +157,5 @@ TEST_CASE("fit: an update that overflows (finite gradient, huge step) is undone"
     REQUIRE(last.epoch == 0);
     REQUIRE(p == p0);
 }
+
+}  // namespace test_finite

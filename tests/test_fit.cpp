@@ -9,6 +9,8 @@
 #include "chainlet/chainlet.hpp"
 #include "support.hpp"
 
+namespace test_fit {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 using Net = Chain<Input<2>, Dense<16, Tanh>, Dense<1>>;
 
@@ -71,3 +73,5 @@ TEST_CASE("fit: a non-finite loss stops training and names the step, p is left f
     for (float v : p) REQUIRE(std::isfinite(v));
     REQUIRE(opt.steps() == 3);
 }
+
+}  // namespace test_fit

@@ -11,6 +11,8 @@
 #include "chainlet/chainlet.hpp"
 #include "support.hpp"
 
+namespace test_float_double {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 namespace {
@@ -225,3 +227,5 @@ TEST_CASE("fit in double on ByteData inputs", "[float][double][fit]") {
     const double after = value_and_gradient<Net>(p, g, x, labels, SoftmaxCrossEntropy{});
     REQUIRE(after < 0.5 * before);
 }
+
+}  // namespace test_float_double

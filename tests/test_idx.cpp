@@ -12,6 +12,8 @@
 #include "chainlet/io/idx.hpp"
 #include "files.hpp"
 
+namespace test_idx {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 namespace fs = std::filesystem;
 
@@ -148,3 +150,5 @@ TEST_CASE("IDX: files of several read blocks, and gzip members across a block bo
     }
     REQUIRE(read_idx(p, 1).data == data);
 }
+
+}  // namespace test_idx

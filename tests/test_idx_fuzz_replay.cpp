@@ -12,6 +12,8 @@
 
 #include "chainlet/io/idx.hpp"
 
+namespace test_idx_fuzz_replay {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 namespace fs = std::filesystem;
 
@@ -55,3 +57,5 @@ TEST_CASE("IDX in memory: multi-member gzip, a cut gzip stream, garbage after gz
     REQUIRE_THROWS_WITH(parse_idx(bytes_of(dir / "gzip_then_garbage.idx.gz"), "junk"),
                         Catch::StartsWith("junk: corrupt gzip data (8 bytes after the end"));
 }
+
+}  // namespace test_idx_fuzz_replay

@@ -6,6 +6,8 @@
 
 #include "chainlet/chainlet.hpp"
 
+namespace test_init {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 using Net = Chain<Input<200>, Dense<300, Tanh>, DenseNoBias<100>>;
 
@@ -39,3 +41,5 @@ TEST_CASE("init_params: Glorot variance 2 / (fan_in + fan_out), zero biases", "[
         REQUIRE(s2b / (300 * 100) == Approx(2.0 / 400).epsilon(0.05));
     }
 }
+
+}  // namespace test_init

@@ -16,6 +16,8 @@
 #include "chainlet/derivatives/taylor.hpp"
 #include "support.hpp"
 
+namespace test_input_derivatives {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 namespace {
@@ -425,3 +427,5 @@ TEST_CASE("hvp: the same bits on 1 and 2 threads", "[derivatives][hvp][repro]") 
     hvp_same_bits_on_1_and_2_threads<DeepONet>();
     hvp_same_bits_on_1_and_2_threads<Dot4Net>();
 }
+
+}  // namespace test_input_derivatives

@@ -14,6 +14,8 @@
 #include "chainlet/kernels/gemm.hpp"
 #include "support.hpp"
 
+namespace test_kernels {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 using namespace chainlet::kernels;
 
@@ -421,3 +423,5 @@ TEST_CASE("gather_transpose and scatter_transpose are inverse, with and without 
     for (std::size_t s = 0; s < 3; ++s)
         for (std::size_t f = 0; f < F; ++f) REQUIRE(g[f * 3 + s] == x[idx[s] * F + f]);
 }
+
+}  // namespace test_kernels

@@ -8,6 +8,8 @@
 #include "chainlet/chainlet.hpp"
 #include "support.hpp"
 
+namespace test_lenet5 {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 using LeNet5 = Chain<Input<28, 28, 1>, Conv<5, 5, 6, ReLU>, MaxPool<2, 2>, Conv<5, 5, 16, ReLU>, MaxPool<2, 2>, Flatten,
@@ -94,3 +96,5 @@ TEST_CASE("LeNet5: many chunks on 2 threads give the per-sample gradients' mean,
     for (double v : mean) scale = std::max(scale, std::abs(v));
     for (std::size_t j = 0; j < p.size(); ++j) REQUIRE(std::abs(g1[j] - mean[j]) < 1e-4 * scale);
 }
+
+}  // namespace test_lenet5

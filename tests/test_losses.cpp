@@ -8,6 +8,8 @@
 #include "chainlet/losses.hpp"
 #include "support.hpp"
 
+namespace test_losses {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 namespace {
@@ -89,3 +91,5 @@ TEST_CASE("SoftmaxCrossEntropy: stable for large logits, rejects labels out of r
     REQUIRE_THROWS_WITH(SoftmaxCrossEntropy::check_targets<float>(bad, 3),
                         Catch::Contains("label 3 of sample 1 is outside [0, 3)"));
 }
+
+}  // namespace test_losses

@@ -10,6 +10,8 @@
 #include "chainlet/layers/maxpool.hpp"
 #include "support.hpp"
 
+namespace test_maxpool {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 namespace {
@@ -126,3 +128,5 @@ TEST_CASE("Flatten: keeps the order, gradient is the identity", "[flatten][gradi
     STATIC_REQUIRE(std::is_same_v<L::out_shape, Shape<24>>);
     REQUIRE(test::layer_gradient_error<L>(5, 1) < 1e-7);
 }
+
+}  // namespace test_maxpool

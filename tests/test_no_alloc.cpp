@@ -9,6 +9,8 @@
 #include "chainlet/chainlet.hpp"
 #include "support.hpp"
 
+namespace test_no_alloc {  // several test files make one program (tests/CMakeLists.txt)
+
 using test::allocations;
 using namespace chainlet;
 using Tiny = Chain<Input<4>, Dense<32, Tanh>, Dense<16, Tanh>, Dense<4>>;
@@ -142,3 +144,5 @@ TEST_CASE("a training step of a chain with Dropout, LayerNorm and RMSNorm alloca
         REQUIRE(during_steps == 0);
     }
 }
+
+}  // namespace test_no_alloc

@@ -9,6 +9,8 @@
 #include "chainlet/io/architecture.hpp"
 #include "support.hpp"
 
+namespace test_norm {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 namespace {
@@ -73,3 +75,5 @@ TEST_CASE("LayerNorm and RMSNorm: PyTorch names, and weights follow PyTorch's fe
     REQUIRE(t[1].source[1] == Net::param_offset[1] + 12 + 3);
     REQUIRE(t[2].source[1] == Net::param_offset[2] + 3);
 }
+
+}  // namespace test_norm

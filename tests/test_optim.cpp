@@ -15,6 +15,8 @@
 #include "chainlet/optim/adam.hpp"
 #include "chainlet/optim/sgd.hpp"
 
+namespace test_optim {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 namespace {
@@ -126,3 +128,5 @@ TEST_CASE("Optimisers: CTAD from the learning rate, errors for bad settings and 
     std::vector<float> p(3), g(2);
     REQUIRE_THROWS_WITH(opt.step(p, g), Catch::Contains("3 parameters but 2 gradients"));
 }
+
+}  // namespace test_optim

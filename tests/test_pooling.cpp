@@ -12,6 +12,8 @@
 #include "chainlet/layers/maxpool1d.hpp"
 #include "support.hpp"
 
+namespace test_pooling {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 namespace {
@@ -99,3 +101,5 @@ TEST_CASE("MaxPool1D and AvgPool1D: layer check, values, shape", "[pool1d][gradi
     REQUIRE(M::describe() == "MaxPool1D[3]");
     REQUIRE(A::describe() == "AvgPool1D[3]");
 }
+
+}  // namespace test_pooling

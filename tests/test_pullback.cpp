@@ -13,6 +13,8 @@
 #include "chainlet/chainlet.hpp"
 #include "support.hpp"
 
+namespace test_pullback {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 namespace {
@@ -224,3 +226,5 @@ TEST_CASE("threads sharing the parameters, each with its own workspace, match se
     }
     CHECK(serial[0].g != serial[1].g);  // the threads did different work
 }
+
+}  // namespace test_pullback

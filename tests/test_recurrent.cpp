@@ -13,6 +13,8 @@
 #include "chainlet/io/architecture.hpp"
 #include "support.hpp"
 
+namespace test_recurrent {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 namespace {
@@ -245,3 +247,5 @@ TEMPLATE_TEST_CASE("a recurrent training step and predict allocate nothing", "[r
         REQUIRE(during_predict == 0);
     }
 }
+
+}  // namespace test_recurrent

@@ -14,6 +14,8 @@
 #include "chainlet/chainlet.hpp"
 #include "support.hpp"
 
+namespace test_repro {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 using Dense3 = Chain<Input<4>, Dense<32, Tanh>, Dense<16, Tanh>, Dense<4>>;
 using SmallConv = Chain<Input<8, 8, 1>, Conv<3, 3, 4, ReLU>, MaxPool<2, 2>, Flatten, Dense<10>>;
@@ -292,3 +294,5 @@ TEST_CASE("concurrency: predict and value_and_gradient from 4 std::threads on sh
         REQUIRE(r.out == out_ref);
     }
 }
+
+}  // namespace test_repro

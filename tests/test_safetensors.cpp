@@ -16,6 +16,8 @@
 #include "chainlet/io/safetensors.hpp"
 #include "files.hpp"
 
+namespace test_safetensors {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 using test::file_bytes;
 namespace fs = std::filesystem;
@@ -234,3 +236,5 @@ TEST_CASE("safetensors: the fuzzer's seeds import and its regression inputs are 
         fuzz_one(bytes);
     });
 }
+
+}  // namespace test_safetensors

@@ -11,6 +11,8 @@
 #include "support.hpp"
 #include "user_layer.hpp"
 
+namespace test_user_layer {  // several test files make one program (tests/CMakeLists.txt)
+
 using namespace chainlet;
 
 using Net = Chain<Input<3>, ScaleShift, Dense<16, Tanh>, Dense<1>>;
@@ -134,3 +136,5 @@ TEST_CASE("a chain with the user layer trains and round-trips through the file f
     REQUIRE(r == p);
     REQUIRE(architecture<Net>::torch_tensors()[0].name == "0.scale");
 }
+
+}  // namespace test_user_layer

@@ -13,6 +13,8 @@
 
 // --- from docs/api.md ---
 // l_s = sum_o huber(yhat_o - y_o), huber(d) = d^2 / 2 for |d| <= 1 and |d| - 1/2 beyond.
+namespace test_user_loss {  // several test files make one program (tests/CMakeLists.txt)
+
 struct Huber {
     template <class T>
     using target = T;  // one target value per output
@@ -72,3 +74,5 @@ TEST_CASE("user loss (Huber): fit trains with it in float", "[loss][fit]") {
     chainlet::fit<Net>(p, Huber{}, x, y, opt, o);
     REQUIRE(chainlet::value_and_gradient<Net>(p, g, x, y, Huber{}) < 0.2f * before);
 }
+
+}  // namespace test_user_loss
