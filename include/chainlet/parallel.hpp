@@ -53,19 +53,30 @@ void spin_until(Ready&& ready) {
 }  // namespace detail
 
 // Calls f(i, thread) for i in [0, n) on up to `threads` threads; thread is in [0, threads).
-// Work items must not depend on which thread runs them. An exception thrown by f stops the loop and
-// is rethrown here (the first one, if several threads throw).
+// Work items must not depend on which thread runs them. An exception thrown by f stops the loop (items
+// not yet started are skipped) and is rethrown here (the first one, if several threads throw).
+//
+// The items are handed out one at a time from an atomic counter, as OpenMP's schedule(dynamic, 1)
+// would, but without OpenMP's loop dispatch: LLVM's libomp allocates in it (__kmpc_dispatch_next_8u,
+// from a training step on 2 threads; docs/robustness.md), and nothing here may allocate in a step.
 template <class F>
 void parallel_for(std::size_t n, int threads, F&& f) {
 #ifdef _OPENMP
     if (threads > 1 && n > 1) {
+        const int team = static_cast<int>(std::min(static_cast<std::size_t>(threads), n));
+        std::atomic<std::size_t> next{0};
+        std::atomic<bool> stopped{false};
         std::exception_ptr error;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-        for (std::size_t i = 0; i < n; ++i) {
-            try {
-                f(i, omp_get_thread_num());
-            } catch (...) {
-                detail::keep_first_exception(error);
+#pragma omp parallel num_threads(team)
+        {
+            const int tid = omp_get_thread_num();
+            for (std::size_t i = next.fetch_add(1); i < n && !stopped.load(); i = next.fetch_add(1)) {
+                try {
+                    f(i, tid);
+                } catch (...) {
+                    detail::keep_first_exception(error);
+                    stopped.store(true);
+                }
             }
         }
         if (error) std::rethrow_exception(error);
