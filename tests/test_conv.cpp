@@ -295,10 +295,13 @@ TEMPLATE_TEST_CASE("conv_weight_grad's register tiles match the twin", "[conv][k
             const auto in = test::random_vector<T>(IH * IW * IC * n, 3 + n);
             const auto dz = test::random_vector<T>(s.OH * s.OW * OC * n, 4 + n);
             auto g1 = test::random_vector<T>(s.K() * OC, 5), g2 = g1;
+            auto g3 = g1;
             kernels::conv_weight_grad(s, in.data(), dz.data(), n, g1.data());
             kernels::conv_weight_grad_reference(s, in.data(), dz.data(), n, g2.data());
+            kernels::conv_weight_grad<kernels::Sweeps::forward>(s, in.data(), dz.data(), n, g3.data());
             INFO("IC=" << IC << " K=" << s.K() << " OC=" << OC << " n=" << n);
             REQUIRE(test::max_rel_diff(g1, g2) < (sizeof(T) == 4 ? 2e-4 : 1e-11));
+            REQUIRE(test::max_rel_diff(g3, g2) < (sizeof(T) == 4 ? 2e-4 : 1e-11));
         }
     };
     check.template operator()<1, 3, 3, 8>();   // K = 9: 6 + 2 + 1 (6 x 4 tiles)
@@ -375,7 +378,11 @@ TEMPLATE_TEST_CASE("conv_activation_parameter_grads: in bands, the bits of the t
         kernels::conv_activation_parameter_grads<Act>(s, in.data(), dz1.data(), act_s.data(), n, g1.data(),
                                                       g1.data() + s.K() * OC);
         kernels::activation_pullback_channel_sums<Act>(s.OH * s.OW, OC, dz2.data(), act_s.data(), n, g2.data() + s.K() * OC);
-        kernels::conv_weight_grad(s, in.data(), dz2.data(), n, g2.data());
+        // in bands every tile sweeps its pixels forward; in one pass every other tile sweeps backward
+        if (kernels::conv_band_rows<T>(s, n) > 0)
+            kernels::conv_weight_grad<kernels::Sweeps::forward>(s, in.data(), dz2.data(), n, g2.data());
+        else
+            kernels::conv_weight_grad(s, in.data(), dz2.data(), n, g2.data());
         REQUIRE(dz1 == dz2);
         REQUIRE(g1 == g2);
         // Given a buffer for dz in blocks of channels (taken without bands where conv_dz_blocks says so;

@@ -332,25 +332,36 @@ namespace detail {
 // them, not MR. carried holds the MR x PR accumulators, row by row; they are copied into locals and
 // back, so that they stay in registers. Always inlined: as a function of its own, taking carried from
 // conv_weight_grad_tile, LeNet5's second convolution's pullback ran 142-146 -> 146-153 us.
+// backward: the pixels from the last to the first (for_weight_grad_tiles says why); each lane's sum then
+// takes its terms in that order.
 template <class VV, int MR, int PR, int NV, size_t N, class T>
 [[gnu::always_inline]] inline void conv_weight_grad_sweep(const ConvShape& s, const T* in, const T* dz,
                                                           DzLayout layout, size_t run_time_n, size_t k0, size_t oc0,
-                                                          size_t j0, size_t j1, VV* carried) {
+                                                          size_t j0, size_t j1, VV* carried, bool backward = false) {
     constexpr size_t L = lanes<VV>;
     const size_t n = N ? N : run_time_n;
     VV acc[MR][PR];
     for (int i = 0; i < MR; ++i)
         for (int j = 0; j < PR; ++j) acc[i][j] = carried[i * PR + j];
-    const size_t a_step = s.IC * n, d_step = layout.pixel, pixels = s.OH * s.OW;
-    const size_t row_skip = (s.IW - s.OW) * s.IC * n;  // from past a row's last pixel to the next row
+    const size_t pixels = s.OH * s.OW;
+    // steps from pixel to pixel, and from past a row's end to the next row (offsets, not pointers: going
+    // backward, a pointer would pass before the start of the image)
+    const ptrdiff_t sign = backward ? -1 : 1;
+    const ptrdiff_t a_step = sign * static_cast<ptrdiff_t>(s.IC * n);
+    const ptrdiff_t d_step = sign * static_cast<ptrdiff_t>(layout.pixel);
+    const ptrdiff_t row_skip = sign * static_cast<ptrdiff_t>((s.IW - s.OW) * s.IC * n);
+    const ptrdiff_t a_last = static_cast<ptrdiff_t>(((s.OH - 1) * s.IW + s.OW - 1) * s.IC * n);
+    const ptrdiff_t d_last = static_cast<ptrdiff_t>((pixels - 1) * layout.pixel);
     size_t a_off[MR];  // row k0 + i of a patch, from row k0
     for (int i = 0; i < MR; ++i) a_off[i] = (s.patch[k0 + i] - s.patch[k0]) * n;
     // samples outermost; then one loop over all pixels, whose body is straight-line code (with a loop
     // per row of pixels GCC 12 stored and reloaded every accumulator at the end of each row)
     for (size_t v = j0; v < j1; v += NV * L) {
-        const T* arow = in + s.patch[k0] * n + v;
-        const T* drow = dz + oc0 * layout.channel + v;
+        ptrdiff_t a = static_cast<ptrdiff_t>(s.patch[k0] * n + v) + (backward ? a_last : 0);
+        ptrdiff_t d = static_cast<ptrdiff_t>(oc0 * layout.channel + v) + (backward ? d_last : 0);
         for (size_t p = 0, ox = 0; p < pixels; ++p) {
+            const T* arow = in + a;
+            const T* drow = dz + d;
             for (int u = 0; u < NV; ++u) {
                 if constexpr (MR * PR + MR + 1 <= simd::vector_registers) {
                     VV av[MR];
@@ -370,11 +381,11 @@ template <class VV, int MR, int PR, int NV, size_t N, class T>
                     }
                 }
             }
-            arow += a_step;
-            drow += d_step;
+            a += a_step;
+            d += d_step;
             if (++ox == s.OW) {
                 ox = 0;
-                arow += row_skip;
+                a += row_skip;
             }
         }
     }
@@ -409,32 +420,49 @@ void conv_weight_grad_add_sums(const VV* acc, T (&out)[MR][PR]) {
 // One MR x PR tile: out[i][j] += the sums for rows k0 + i and channels oc0 + j.
 template <class VV, int MR, int PR, int NV, size_t N, class T>
 void conv_weight_grad_tile(const ConvShape& s, const T* in, const T* dz, DzLayout layout, size_t run_time_n,
-                           size_t k0, size_t oc0, size_t j0, size_t j1, T (&out)[MR][PR]) {
+                           size_t k0, size_t oc0, size_t j0, size_t j1, T (&out)[MR][PR], bool backward) {
     VV acc[MR * PR];
     for (int i = 0; i < MR * PR; ++i) acc[i] = VV(T(0));
-    conv_weight_grad_sweep<VV, MR, PR, NV, N>(s, in, dz, layout, run_time_n, k0, oc0, j0, j1, acc);
+    conv_weight_grad_sweep<VV, MR, PR, NV, N>(s, in, dz, layout, run_time_n, k0, oc0, j0, j1, acc, backward);
     conv_weight_grad_add_sums<VV, MR, PR>(acc, out);
 }
 
 }  // namespace detail
 
 namespace detail {
-// Calls tile.template operator()<MR, PR>(k0, oc0) for the register tiles of conv_weight_grad in T, in a
-// fixed order that covers every (k, oc) of the shape once. With 32 vector registers (AVX-512) and float,
-// the tiles are 6 x 4 when OC is a multiple of 4 and 4 x 6 for a multiple of 6 (LeNet5's convolutions:
-// 16 and 6 channels); with 16 (AVX2) and float, 2 x 6 for a multiple of 6; else 4 x 4 (6 x 2 with 16
-// registers) and smaller. channels_outer: the same tiles, all rows of a block of channels before the next
+// Calls tile.template operator()<MR, PR>(k0, oc0, backward) for the register tiles of conv_weight_grad in
+// T, in a fixed order that covers every (k, oc) of the shape once. With 32 vector registers (AVX-512)
+// and float, the tiles are 6 x 4 when OC is a multiple of 4 and 4 x 6 for a multiple of 6 (LeNet5's
+// convolutions: 16 and 6 channels); with 16 (AVX2) and float, 2 x 6 for a multiple of 6; else 4 x 4 (6 x
+// 2 with 16 registers) and smaller. channels_outer: the same tiles, all rows of a block of channels before the next
 // block (for dz in blocks of channels, whose block is then read from L1 by every row's tile).
+//
+// backward: whether the tile sweeps its pixels from the last to the first, for every other tile in
+// either order (the parity of its row block plus its channel block), so that a tile starts where the one
+// before it ended. Each tile reads its rows of the image over all output pixels, shifted by its tap: where
+// the image and a block of dz do not fit L1 together, a sweep in the order of the last one starts on rows
+// the last one read first and has evicted since, and reads every row from L2; a sweep in the other order
+// starts on the rows still in L1. LeNet5's second convolution (a 12 x 12 x 6 image, 54 KB in a chunk of 16
+// floats, and a 16 KB block of dz against a 32 KB L1), its weight gradient alone, dz in blocks, Cascade
+// Lake Xeon, 1 thread, best of 15, per chunk: 56.5-56.7 -> 50.3-50.4 us with one chunk again and again,
+// 72.5-73.1 -> 60.8-61.2 us over 128 chunks; in double 115.4 -> 103.6-104.1 and 148-152 -> 127-129 us.
+// In the layers' layout (tiles k-outer, with 16 vector registers too) it measured between 2 % slower
+// (AVX2 code on that Xeon, float) and 9 % faster (double); docs/profile.md. The direction is a function
+// of (k0, oc0), not of the order, so both orders give the same bits.
 template <class T, bool channels_outer = false, class Tile>
 [[gnu::always_inline]] inline void for_weight_grad_tiles(const ConvShape& s, Tile&& tile) {
+    const auto backward = [](size_t row_block, size_t channel_block) { return (row_block + channel_block) % 2 == 1; };
     // Rows k in blocks of MR (then 2, 1), each across the channels in blocks of exactly PR.
     auto wide = [&]<int MR, int PR>() {
         if constexpr (channels_outer) {
             for (size_t oc0 = 0; oc0 < s.OC; oc0 += PR)
-                for_row_blocks<MR>(s.K(), [&]<int R>(size_t k0) { tile.template operator()<R, PR>(k0, oc0); });
+                for_row_blocks<MR>(s.K(), [&]<int R>(size_t k0) {
+                    tile.template operator()<R, PR>(k0, oc0, backward(k0 / MR, oc0 / PR));
+                });
         } else {
             for_row_blocks<MR>(s.K(), [&]<int R>(size_t k0) {
-                for (size_t oc0 = 0; oc0 < s.OC; oc0 += PR) tile.template operator()<R, PR>(k0, oc0);
+                for (size_t oc0 = 0; oc0 < s.OC; oc0 += PR)
+                    tile.template operator()<R, PR>(k0, oc0, backward(k0 / MR, oc0 / PR));
             });
         }
     };
@@ -470,12 +498,14 @@ template <class T, bool channels_outer = false, class Tile>
         constexpr int row_block = simd::vector_registers < 32 ? 6 : 4;
         if constexpr (channels_outer) {
             for_row_blocks<tile_vectors>(s.OC, [&]<int PR>(size_t oc0) {
-                for_row_blocks<row_block>(s.K(), [&]<int MR>(size_t k0) { tile.template operator()<MR, PR>(k0, oc0); });
+                for_row_blocks<row_block>(s.K(), [&]<int MR>(size_t k0) {
+                    tile.template operator()<MR, PR>(k0, oc0, backward(k0 / row_block, oc0 / tile_vectors));
+                });
             });
         } else {
             for_row_blocks<row_block>(s.K(), [&]<int MR>(size_t k0) {
                 for_row_blocks<tile_vectors>(s.OC, [&]<int PR>(size_t oc0) {
-                    tile.template operator()<MR, PR>(k0, oc0);
+                    tile.template operator()<MR, PR>(k0, oc0, backward(k0 / row_block, oc0 / tile_vectors));
                 });
             });
         }
@@ -483,35 +513,40 @@ template <class T, bool channels_outer = false, class Tile>
 }
 }  // namespace detail
 
+// The order of the pixels in each tile of conv_weight_grad: every other tile backward
+// (for_weight_grad_tiles says why), or all forward, as conv_activation_parameter_grads' bands take them.
+enum class Sweeps { alternating, forward };
+
 // g[k * OC + oc] += sum_{pixels p, samples j} in[(top_left(p) + patch[k]) * n + j] * dz[(p * OC + oc) * n + j]
 // An MR x PR tile of (k, oc) (detail::for_weight_grad_tiles) keeps its accumulators in registers through
 // all pixels and samples and sums them horizontally once; the samples past the last full vector go
 // through the same loop as scalars. dz may be laid out otherwise (DzLayout): the sums are the same, and
 // so with channels_outer (for_weight_grad_tiles), which only orders the tiles.
-template <bool channels_outer = false, class T>
+template <bool channels_outer = false, Sweeps sweeps = Sweeps::alternating, class T>
 void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, DzLayout layout, size_t n, T* g) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
     const size_t nv = simd::enabled ? n - n % W : 0, nv2 = nv - nv % (2 * W);
-    detail::for_weight_grad_tiles<T, channels_outer>(s, [&]<int MR, int PR>(size_t k0, size_t oc0) {
+    detail::for_weight_grad_tiles<T, channels_outer>(s, [&]<int MR, int PR>(size_t k0, size_t oc0, bool backward) {
         T out[MR][PR] = {};
+        const bool b = sweeps == Sweeps::alternating && backward;
         if (simd::enabled && n == W) {
-            detail::conv_weight_grad_tile<V, MR, PR, 1, W>(s, in, dz, layout, n, k0, oc0, 0, n, out);
+            detail::conv_weight_grad_tile<V, MR, PR, 1, W>(s, in, dz, layout, n, k0, oc0, 0, n, out, b);
         } else if (simd::enabled && n == 2 * W) {
-            detail::conv_weight_grad_tile<V, MR, PR, 2, 2 * W>(s, in, dz, layout, n, k0, oc0, 0, n, out);
+            detail::conv_weight_grad_tile<V, MR, PR, 2, 2 * W>(s, in, dz, layout, n, k0, oc0, 0, n, out, b);
         } else {
             // pairs of vectors, then a last vector, then the samples past the last full vector
-            if (nv2 > 0) detail::conv_weight_grad_tile<V, MR, PR, 2, 0>(s, in, dz, layout, n, k0, oc0, 0, nv2, out);
-            if (nv2 < nv) detail::conv_weight_grad_tile<V, MR, PR, 1, 0>(s, in, dz, layout, n, k0, oc0, nv2, nv, out);
-            if (nv < n) detail::conv_weight_grad_tile<T, MR, PR, 1, 0>(s, in, dz, layout, n, k0, oc0, nv, n, out);
+            if (nv2 > 0) detail::conv_weight_grad_tile<V, MR, PR, 2, 0>(s, in, dz, layout, n, k0, oc0, 0, nv2, out, b);
+            if (nv2 < nv) detail::conv_weight_grad_tile<V, MR, PR, 1, 0>(s, in, dz, layout, n, k0, oc0, nv2, nv, out, b);
+            if (nv < n) detail::conv_weight_grad_tile<T, MR, PR, 1, 0>(s, in, dz, layout, n, k0, oc0, nv, n, out, b);
         }
         for (int i = 0; i < MR; ++i)
             for (int j = 0; j < PR; ++j) g[(k0 + i) * s.OC + oc0 + j] += out[i][j];
     });
 }
-template <class T>
+template <Sweeps sweeps = Sweeps::alternating, class T>
 void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, size_t n, T* g) {
-    conv_weight_grad(s, in, dz, DzLayout::rows(s.OC, n), n, g);
+    conv_weight_grad<false, sweeps>(s, in, dz, DzLayout::rows(s.OC, n), n, g);
 }
 
 template <class T>
@@ -610,8 +645,9 @@ void activation_pullback_channel_sums(size_t P, size_t C, T* dy, const T* s, siz
 // weight gradient once per tile; here, when conv_band_rows says so, both run band by band over a few
 // rows of output pixels, whose dz the tiles then read from L1. Every accumulator (each tile's and each
 // channel's sum) is carried from band to band as a whole vector and summed horizontally after the last
-// band, so every sum takes its terms in the order of the two calls. LeNet5's first convolution, a chunk
-// of 16, Zen 3: its pullback 49-52 -> 47-48 us, the same bits (a first trial, with horizontal sums after
+// band, so every sum takes its terms in the order of the two calls, with every tile's pixels forward
+// (conv_weight_grad<false, Sweeps::forward>: bands cannot sweep backward). LeNet5's first convolution, a
+// chunk of 16, Zen 3: its pullback 49-52 -> 47-48 us, the same bits (a first trial, with horizontal sums after
 // every band: one pass 42-45 us, bands of 1 row 42-45, of 2 rows 39-42, of 4 or 8 rows 43-46).
 //
 // Without bands, given dz_blocks (P * OC * n values) and where conv_dz_blocks(OC) holds, dz is also
@@ -676,7 +712,7 @@ void conv_activation_parameter_grads_banded(const ConvShape& s, const T* in, con
                                                               db, sums, tails);
         const T* band_in = in + r0 * s.IW * s.IC * n;
         V* carried = tiles;
-        detail::for_weight_grad_tiles<T>(band, [&]<int MR, int PR>(size_t k0, size_t oc0) {
+        detail::for_weight_grad_tiles<T>(band, [&]<int MR, int PR>(size_t k0, size_t oc0, bool) {
             if (n == W)
                 detail::conv_weight_grad_sweep<V, MR, PR, 1, W>(band, band_in, dz, layout, n, k0, oc0, 0, n, carried);
             else
@@ -686,7 +722,7 @@ void conv_activation_parameter_grads_banded(const ConvShape& s, const T* in, con
     }
     for (size_t c = 0; c < s.OC; ++c) db[c] += simd::hsum<T>(sums[c]) + tails[c];
     const V* carried = tiles;
-    detail::for_weight_grad_tiles<T>(s, [&]<int MR, int PR>(size_t k0, size_t oc0) {
+    detail::for_weight_grad_tiles<T>(s, [&]<int MR, int PR>(size_t k0, size_t oc0, bool) {
         T out[MR][PR] = {};
         detail::conv_weight_grad_add_sums<V, MR, PR>(carried, out);
         carried += MR * PR;
