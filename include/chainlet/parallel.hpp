@@ -28,6 +28,11 @@ inline int default_threads() {
 inline int resolve_threads(int threads) { return threads > 0 ? threads : default_threads(); }
 
 namespace detail {
+// The threads a parallel loop over n items on `threads` threads runs on: no more than the items, at least one.
+inline std::size_t team_size(std::size_t n, int threads) {
+    return std::min(static_cast<std::size_t>(std::max(threads, 1)), std::max<std::size_t>(n, 1));
+}
+
 // Called in a catch block inside a parallel loop: keeps the first exception any thread caught.
 inline void keep_first_exception(std::exception_ptr& error) {
 #ifdef _OPENMP
@@ -63,7 +68,7 @@ template <class F>
 void parallel_for(std::size_t n, int threads, F&& f) {
 #ifdef _OPENMP
     if (threads > 1 && n > 1) {
-        const int team = static_cast<int>(std::min(static_cast<std::size_t>(threads), n));
+        const int team = static_cast<int>(detail::team_size(n, threads));
         std::atomic<std::size_t> next{0};
         std::atomic<bool> stopped{false};
         std::exception_ptr error;
@@ -93,7 +98,7 @@ void parallel_for(std::size_t n, int threads, F&& f) {
 // At most max_ordered_slots, so that their bookkeeping lives on the stack (no allocation in a step).
 inline constexpr std::size_t max_ordered_slots = 64;
 inline std::size_t ordered_slots(std::size_t n, int threads) {
-    const std::size_t team = std::min(static_cast<std::size_t>(std::max(threads, 1)), std::max<std::size_t>(n, 1));
+    const std::size_t team = detail::team_size(n, threads);
     return team <= 1 ? 1 : std::min({n, 2 * team, max_ordered_slots});
 }
 
@@ -118,7 +123,7 @@ template <class Work, class InOrder>
 void parallel_for_ordered(std::size_t n, int threads, Work&& work, InOrder&& in_order) {
 #ifdef _OPENMP
     if (threads > 1 && n > 1) {
-        const int team = static_cast<int>(std::min(static_cast<std::size_t>(threads), n));
+        const int team = static_cast<int>(detail::team_size(n, threads));
         const std::size_t slots = ordered_slots(n, threads);
         // Item i works in slot i % slots, free once item i - slots has been added. finished[s] = i + 1
         // once item i's work in slot s is done (ok[s]: without an exception); `adding` lets one thread
