@@ -434,8 +434,9 @@ namespace detail {
 // T, in a fixed order that covers every (k, oc) of the shape once. With 32 vector registers (AVX-512)
 // and float, the tiles are 6 x 4 when OC is a multiple of 4 and 4 x 6 for a multiple of 6 (LeNet5's
 // convolutions: 16 and 6 channels); with 16 (AVX2) and float, 2 x 6 for a multiple of 6; else 4 x 4 (6 x
-// 2 with 16 registers) and smaller. channels_outer: the same tiles, all rows of a block of channels before the next
-// block (for dz in blocks of channels, whose block is then read from L1 by every row's tile).
+// 2 with 16 registers) and smaller. channels_outer: the same tiles, all rows of a block of channels
+// before the next block (for dz in blocks of channels, whose block is then read from L1 by every row's
+// tile).
 //
 // backward: whether the tile sweeps its pixels from the last to the first, for every other tile in
 // either order (the parity of its row block plus its channel block), so that a tile starts where the one
@@ -647,8 +648,8 @@ void activation_pullback_channel_sums(size_t P, size_t C, T* dy, const T* s, siz
 // channel's sum) is carried from band to band as a whole vector and summed horizontally after the last
 // band, so every sum takes its terms in the order of the two calls, with every tile's pixels forward
 // (conv_weight_grad<false, Sweeps::forward>: bands cannot sweep backward). LeNet5's first convolution, a
-// chunk of 16, Zen 3: its pullback 49-52 -> 47-48 us, the same bits (a first trial, with horizontal sums after
-// every band: one pass 42-45 us, bands of 1 row 42-45, of 2 rows 39-42, of 4 or 8 rows 43-46).
+// chunk of 16, Zen 3: its pullback 49-52 -> 47-48 us, the same bits (a first trial, with horizontal sums
+// after every band: one pass 42-45 us, bands of 1 row 42-45, of 2 rows 39-42, of 4 or 8 rows 43-46).
 //
 // Without bands, given dz_blocks (P * OC * n values) and where conv_dz_blocks(OC) holds, dz is also
 // written there in blocks of 4 channels (DzLayout::blocks), and the weight gradient reads it from there,
