@@ -109,6 +109,43 @@ TEST_CASE("the layer checker catches a layer whose samples see each other", "[us
     REQUIRE_THAT(r.report(), Catch::Contains("samples must be independent"));
 }
 
+// y_s = a x_s + c x_(s-1) + b, with its exact gradient: a sample sees the one before it. Copies appended at
+// the end of a chunk change nothing that the chunk's own samples see, so only moving one sample's input
+// shows it; the input finite differences then go one entry at a time, and agree with the pullback.
+struct SeesPrevious : ScaleShift {
+    template <class InShape>
+    struct bound : ScaleShift::bound<InShape> {
+        using base = ScaleShift::bound<InShape>;
+        static constexpr std::size_t F = base::in_size;
+        static constexpr double c = 0.25;
+        template <class T>
+        static void forward(const T* p, const T* x, T* y, T*, std::size_t n) {
+            for (std::size_t f = 0; f < F; ++f)
+                for (std::size_t s = 0; s < n; ++s)
+                    y[f * n + s] = p[f] * x[f * n + s] + (s > 0 ? T(c) * x[f * n + s - 1] : T(0)) + p[F + f];
+        }
+        template <class T>
+        static void pullback(const T* p, T* g, const T* x, const T*, T*, T*, T* dy, T* dx, std::size_t n) {
+            for (std::size_t f = 0; f < F; ++f)
+                for (std::size_t s = 0; s < n; ++s) {
+                    g[f] += dy[f * n + s] * x[f * n + s];
+                    g[F + f] += dy[f * n + s];
+                    if (dx) dx[f * n + s] = p[f] * dy[f * n + s] + (s + 1 < n ? T(c) * dy[f * n + s + 1] : T(0));
+                }
+        }
+    };
+};
+
+TEST_CASE("the layer checker catches a sample that sees the one before it", "[user_layer][gradient]") {
+    const auto r = check_layer<SeesPrevious, Input<4>>();
+    INFO(r.report());
+    REQUIRE(r.parameter_gradient_error < 1e-6);  // its gradients are right for the chunk it is given
+    REQUIRE(r.input_gradient_error < 1e-6);
+    REQUIRE_FALSE(r.passed());
+    REQUIRE_THAT(r.report(), Catch::Contains("another sample's input changed"));
+    REQUIRE_THAT(r.report(), !Catch::Contains("copies of another sample joined"));  // the copies do not show it
+}
+
 TEST_CASE("a chain with the user layer trains and round-trips through the file formats", "[user_layer][fit][io]") {
     const std::size_t n = 256;
     std::vector<double> x(n * 3), y(n);

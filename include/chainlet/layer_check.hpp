@@ -21,7 +21,9 @@
 //     largest value of each result;
 //   - for n >= 2, that samples are independent: with 3 copies of the first sample added to the chunk, their
 //     cotangent zero, the chunk's own samples get the same y and dx and g the same sums (to 1e-12
-//     relative, in double), and the copies a zero dx (the workspaces pad chunks this way).
+//     relative, in double), and the copies a zero dx (the workspaces pad chunks this way); and that moving
+//     one sample's input leaves the other samples' outputs as they were. Where this holds, the input
+//     finite differences move one feature of every sample in one pass (n times fewer forward passes).
 // Finite differences are only valid where the layer is smooth: random inputs keep ReLU and max pooling
 // away from their kinks with probability one.
 #pragma once
@@ -279,6 +281,20 @@ std::string check_independent_samples(const std::vector<double>& p, const std::v
     for (std::size_t f = 0; f < B::in_size; ++f)
         for (std::size_t s = n; s < np; ++s)
             if (!(padded.dx[f * np + s] == 0.0)) return "a sample with zero cotangent got a non-zero input gradient";
+    // One sample's input changed, every feature at once: the other samples' outputs must stay as they were
+    // (the copies above leave a dependence on a later sample unseen). The input finite differences rely on
+    // this to move one feature of every sample in one forward pass.
+    std::vector<double> moved = x, y_moved(B::out_size * n), saved(B::saved_per_sample * n + 1);
+    for (std::size_t s = 0; s < n; ++s) {
+        for (std::size_t f = 0; f < B::in_size; ++f) moved[f * n + s] = x[f * n + s] + 0.5 + 0.25 * std::abs(x[f * n + s]);
+        layer_forward<B>(p.data(), moved.data(), y_moved.data(), saved.data(), n, pass);
+        for (std::size_t f = 0; f < B::out_size; ++f)
+            for (std::size_t other = 0; other < n; ++other)
+                if (other != s && !(std::abs(y_moved[f * n + other] - alone.y[f * n + other]) <=
+                                    1e-12 * std::max(std::abs(alone.y[f * n + other]), 1.0)))
+                    return "a sample's output changed when another sample's input changed (samples must be independent)";
+        for (std::size_t f = 0; f < B::in_size; ++f) moved[f * n + s] = x[f * n + s];
+    }
     return {};
 }
 
@@ -339,17 +355,53 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
             if (!e.empty()) fail(n, e);
         }
 
-        // Finite differences of f(p, x) = sum(w .* forward(p, x)).
-        auto f = [&](const std::vector<double>& pp, const std::vector<double>& xx) {
-            std::vector<double> yy(B::out_size * n), ss(B::saved_per_sample * n + 1);
+        // Independent samples: the chunk with copies of its first sample appended, their cotangent zero, and
+        // each sample's input moved on its own.
+        bool independent = n == 1;
+        if (n >= 2) {
+            const std::string e = detail::check_independent_samples<B>(p, x, w, n, o.pass);
+            if (!e.empty()) fail(n, e);
+            independent = e.empty();
+        }
+
+        // Central finite differences of f(p, x) = sum(w .* forward(p, x)) = sum over the samples s of
+        // f_s = sum(w_s .* y_s). With independent samples, d f / d x[j, s] = d f_s / d x[j, s]: feature j
+        // moves in every sample at once and one pair of forward passes gives all n of them (n times fewer
+        // passes; each difference also leaves out the other samples' rounding). Otherwise one entry at a time.
+        auto sample_sums = [&](const std::vector<double>& pp, const std::vector<double>& xx) {
+            std::vector<double> yy(B::out_size * n), ss(B::saved_per_sample * n + 1), sums(n, 0.0);
             detail::layer_forward<B>(pp.data(), xx.data(), yy.data(), ss.data(), n, o.pass);
-            double s = 0;
-            for (std::size_t i = 0; i < yy.size(); ++i) s += w[i] * yy[i];
-            return s;
+            for (std::size_t i = 0; i < B::out_size; ++i)
+                for (std::size_t s = 0; s < n; ++s) sums[s] += w[i * n + s] * yy[i * n + s];
+            return sums;
+        };
+        auto f = [&](const std::vector<double>& pp, const std::vector<double>& xx) {
+            double total = 0;
+            for (double e : sample_sums(pp, xx)) total += e;
+            return total;
+        };
+        auto relative_error = [&](const std::vector<double>& fd, const std::vector<double>& grad) {
+            double largest = 0, worst = 0;
+            for (double e : fd) largest = std::max(largest, std::abs(e));
+            for (std::size_t i = 0; i < fd.size(); ++i)
+                worst = std::max(worst, std::abs(grad[i] - fd[i]) / std::max({std::abs(fd[i]), o.floor, 1e-3 * largest}));
+            return worst;
         };
         auto fd_error = [&](std::vector<double> v, const std::vector<double>& grad, bool params) {
             std::vector<double> fd(v.size());
-            double largest = 0;
+            if (!params && independent) {
+                for (std::size_t j = 0; j < B::in_size; ++j) {
+                    for (std::size_t s = 0; s < n; ++s) v[j * n + s] = x[j * n + s] + o.step;
+                    const auto up = sample_sums(p, v);
+                    for (std::size_t s = 0; s < n; ++s) v[j * n + s] = x[j * n + s] - o.step;
+                    const auto down = sample_sums(p, v);
+                    for (std::size_t s = 0; s < n; ++s) {
+                        v[j * n + s] = x[j * n + s];
+                        fd[j * n + s] = (up[s] - down[s]) / (2 * o.step);
+                    }
+                }
+                return relative_error(fd, grad);
+            }
             for (std::size_t i = 0; i < v.size(); ++i) {
                 const double keep = v[i];
                 v[i] = keep + o.step;
@@ -358,12 +410,8 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
                 const double down = params ? f(v, x) : f(p, v);
                 v[i] = keep;
                 fd[i] = (up - down) / (2 * o.step);
-                largest = std::max(largest, std::abs(fd[i]));
             }
-            double worst = 0;
-            for (std::size_t i = 0; i < v.size(); ++i)
-                worst = std::max(worst, std::abs(grad[i] - fd[i]) / std::max({std::abs(fd[i]), o.floor, 1e-3 * largest}));
-            return worst;
+            return relative_error(fd, grad);
         };
         const double ep = fd_error(p, second.g, true), ex = fd_error(x, first.dx, false);
         r.parameter_gradient_error = std::max(r.parameter_gradient_error, ep);
@@ -390,12 +438,6 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
                                        detail::worst_relative(s.g, d.g)});
         r.float_double_difference = std::max(r.float_double_difference, fdiff);
         if (!(fdiff <= o.float_tolerance)) fail(n, "float and double differ by " + std::to_string(fdiff));
-
-        // Independent samples: the chunk with copies of its first sample appended, their cotangent zero.
-        if (n >= 2) {
-            const std::string e = detail::check_independent_samples<B>(p, x, w, n, o.pass);
-            if (!e.empty()) fail(n, e);
-        }
     }
     return r;
 }
