@@ -13,6 +13,7 @@ if(CHAINLET_SANITIZE)
   set(CHAINLET_TEST_SIZE_test_images 500)      # lenet5 --test-limit
   set(CHAINLET_TEST_SIZE_pinn_steps 8)         # pinn --steps
   set(CHAINLET_TEST_SIZE_pinn_lbfgs 3)         # pinn --lbfgs-steps
+  set(CHAINLET_TEST_SIZE_pinn_points 512)      # pinn --points: 8 chunks of 64 inside, 2 on the boundary
 else()
   set(CHAINLET_TEST_SIZE_node_check 100)
   set(CHAINLET_TEST_SIZE_node_adam 400)
@@ -22,4 +23,5 @@ else()
   set(CHAINLET_TEST_SIZE_test_images 2000)
   set(CHAINLET_TEST_SIZE_pinn_steps 30)
   set(CHAINLET_TEST_SIZE_pinn_lbfgs 10)
+  set(CHAINLET_TEST_SIZE_pinn_points 1024)     # the example's default
 endif()
