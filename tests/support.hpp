@@ -22,11 +22,8 @@ std::vector<T> random_vector(std::size_t n, std::uint64_t seed, double scale = 1
     return v;
 }
 
-// max(worst, e) for the worst error of a test, where a NaN e makes it infinite: std::max(worst, NaN)
-// returns worst, so a NaN result would pass a bound on the error.
-inline double worse(double worst, double e) {
-    return std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(worst, e);
-}
+// max(worst, e) for the worst error of a test, where a NaN e makes it infinite (chainlet/layer_check.hpp).
+using chainlet::detail::worse;
 
 // Largest error of g against central differences of f at p, each relative to
 // max(|fd_i|, floor, 1e-3 max_j |fd_j|): the last term keeps rounding noise in components that are tiny

@@ -3,6 +3,7 @@
 // in torch_crosscheck).
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <vector>
 
 #include "chainlet/chainlet.hpp"
@@ -144,6 +145,30 @@ TEST_CASE("the layer checker catches a sample that sees the one before it", "[us
     REQUIRE_FALSE(r.passed());
     REQUIRE_THAT(r.report(), Catch::Contains("another sample's input changed"));
     REQUIRE_THAT(r.report(), !Catch::Contains("copies of another sample joined"));  // the copies do not show it
+}
+
+// The documented layer, but NaN wherever an input is not a float: finite on the checker's inputs, which
+// it draws exact in float, and NaN at the input finite differences' points x +- 1e-5.
+struct NaNOffFloats : ScaleShift {
+    template <class InShape>
+    struct bound : ScaleShift::bound<InShape> {
+        using base = ScaleShift::bound<InShape>;
+        template <class T>
+        static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n) {
+            base::forward(p, x, y, saved, n);
+            for (std::size_t i = 0; i < base::in_size * n; ++i)
+                if (static_cast<T>(static_cast<float>(x[i])) != x[i]) y[i] = std::numeric_limits<T>::quiet_NaN();
+        }
+    };
+};
+
+TEST_CASE("the layer checker fails a NaN finite difference", "[user_layer][gradient]") {
+    const auto r = check_layer<NaNOffFloats, Input<4>>();
+    INFO(r.report());
+    REQUIRE(r.parameter_gradient_error < 1e-6);
+    REQUIRE(r.input_gradient_error == std::numeric_limits<double>::infinity());  // not the NaN left out
+    REQUIRE_FALSE(r.passed());
+    REQUIRE_THAT(r.report(), Catch::Contains("input gradient differs from finite differences by inf"));
 }
 
 TEST_CASE("a chain with the user layer trains and round-trips through the file formats", "[user_layer][fit][io]") {

@@ -106,6 +106,12 @@ inline double worst_relative(const std::vector<double>& a, const std::vector<dou
     return worst;
 }
 
+// max(worst, e) for the worst error of a check, where a NaN e makes it infinite: std::max(worst, NaN)
+// returns worst, so a NaN error would pass a bound.
+inline double worse(double worst, double e) {
+    return std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(worst, e);
+}
+
 inline bool all_finite(const std::vector<double>& v) {
     return std::all_of(v.begin(), v.end(), [](double e) { return std::isfinite(e); });
 }
@@ -384,7 +390,7 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
             double largest = 0, worst = 0;
             for (double e : fd) largest = std::max(largest, std::abs(e));
             for (std::size_t i = 0; i < fd.size(); ++i)
-                worst = std::max(worst, std::abs(grad[i] - fd[i]) / std::max({std::abs(fd[i]), o.floor, 1e-3 * largest}));
+                worst = detail::worse(worst, std::abs(grad[i] - fd[i]) / std::max({std::abs(fd[i]), o.floor, 1e-3 * largest}));
             return worst;
         };
         auto fd_error = [&](std::vector<double> v, const std::vector<double>& grad, bool params) {
