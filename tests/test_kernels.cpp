@@ -26,13 +26,15 @@ const std::size_t sizes[] = {1, 3, 7, 17, 33, 70};
 // float, 4 and 12 end in a quarter, 29 = 16 + 8 + 4 + 1 runs every width.
 const std::size_t narrow_tail_sizes[] = {1, 3, 4, 7, 12, 17, 29, 33, 70};
 
-// gemm_nn's columns: with NR-vector tiles of W lanes, N % (NR * W) picks the tiles past the full ones
-// (AVX-512 float, NR * W = 64: 17 one vector and a scalar, 33 two vectors, 58 three vectors, a half
-// vector and scalars, 29 a vector, a half and a quarter vector and a scalar, 70 a quarter vector).
-const std::size_t gemm_nn_columns[] = {1, 3, 7, 17, 29, 33, 58, 70};
+// gemm_nn's columns: with full tiles of panel_vectors vectors of W lanes, N % (panel_vectors * W) picks
+// the tiles past the full ones (AVX-512 float, 3 * 16 = 48: 17 one vector and a scalar, 33 two vectors
+// and a scalar, 58 a full tile, a half vector and scalars, 29 a vector, a half and a quarter vector and a
+// scalar, 70 a full tile, a vector, a quarter vector and scalars, 81 a full tile, two vectors, a scalar).
+const std::size_t gemm_nn_columns[] = {1, 3, 7, 17, 29, 33, 58, 70, 81};
 
-// gemm_nn's rows: one-vector tiles take blocks of one_vector_rows (16 or 8), then 8, 4, 2, 1 (29 = 16 + 8 +
-// 4 + 1; 70 = 4 * 16 + 4 + 2 or 8 * 8 + 4 + 2).
+// gemm_nn's rows: full tiles take blocks of panel_rows (8 or 4) rows, then 4, 2, 1; one-vector tiles
+// blocks of one_vector_rows (16 or 8), then 8, 4, 2, 1 (29 = 3 * 8 + 4 + 1 or 16 + 8 + 4 + 1; 70 =
+// 8 * 8 + 4 + 2 or 4 * 16 + 4 + 2).
 const std::size_t gemm_nn_rows[] = {1, 3, 7, 17, 29, 33, 70};
 
 template <class Act, Init init, class T>

@@ -8,8 +8,8 @@
 //   gemm_nt_nn_few: both at once for the two gradients of a layer with at most 4 outputs
 //   gemv_t, gemv_rows: a matrix times one vector, along B's columns (x^T B) and along its rows (B a)
 //
-// Register tiles: MR rows x NR vectors of accumulators (4 x 4 = 16 of the 32 AVX-512 registers; 4 x 2
-// of the 16 AVX2 registers, see tile_vectors),
+// Register tiles: MR rows x NR vectors of accumulators (gemm_nn's full tiles 8 x 3 = 24 of the 32
+// AVX-512 registers, 4 x 2 of the 16 AVX2 registers, see panel_rows; gemm_nt's 4 x 4, see tile_vectors),
 // with smaller tiles and a scalar tail (the same template with a scalar V) for the remainders.
 #pragma once
 
@@ -192,6 +192,14 @@ inline constexpr int tile_vectors = simd::vector_registers >= 32 ? 4 : 2;
 // 2026-11-27, 08:54-).
 inline constexpr int one_vector_rows = simd::vector_registers >= 32 ? 16 : 8;
 
+// nn_panel's full tiles: panel_rows x panel_vectors accumulators, 8 x 3 with 32 vector registers (24
+// accumulators, 3 B vectors and a broadcast; 11 loads per 24 FMAs against 8 per 16 in 4 x 4), 4 x 2 with
+// 16. Dense<16>'s input gradient, 32 x 560 x 16, on an Intel Xeon, 1 thread: 3.9-4.6 us in 4 x 4 tiles a
+// row block at a time (before), 3.5-3.9 in 4 x 4 by column, 3.1-3.5 in 8 x 3 by column (docs/profile.md,
+// 2026-11-28, 15:50-).
+inline constexpr int panel_rows = simd::vector_registers >= 32 ? 8 : 4;
+inline constexpr int panel_vectors = simd::vector_registers >= 32 ? 3 : 2;
+
 // Calls tile<MR>(m) over the rows [0, M) in blocks of B (4 unless asked: conv_valid asks for 6 where the
 // channels are a multiple of 6, nn_panel one_vector_rows or 8, conv_weight_grad_one_along_pixels 5 or 3
 // for a kernel row and 3 or 2 for channels), then 8 (after 16), 4 (after 8 or 16), 2, 1.
@@ -221,15 +229,30 @@ template <int B = 4, class F>
 // a memory operand and a store per update), in float and double. Measured on gemm_nn, 1 thread,
 // AVX-512, float / double: 32 x 640 x 32 from 87 / 45 to 104 / 53 GFLOP/s, 32 x 576 x 4 from 47 / 21
 // to 74 / 34 (docs/profile.md); a hand-written loop over the full tile alone reaches about 110 / 55.
+// Flattened for the reason given at nn_tiles_by_column.
 template <class Epilogue, Init init, class V, int MR, int NR, class T, class AOff, class BOff, class ARs>
-[[gnu::noinline]] void nn_tile_run(const Tile<T, AOff, BOff, ARs>& t, size_t m, size_t n, size_t n_end) {
+[[gnu::noinline, gnu::flatten]] void nn_tile_run(const Tile<T, AOff, BOff, ARs>& t, size_t m, size_t n, size_t n_end) {
     for (; n < n_end; n += NR * lanes<V>)
         nn_tile_with<true, Epilogue, init, V, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(n)));
 }
 
+// The MR x NR tiles of rows [0, m_end) and columns [0, n_end), a column block's tiles one after the
+// other: the block's K x NR vectors of B stay in L1 while every row block uses them (row blocks first
+// read all of B again for each row block). Flattened: GCC 12 otherwise called the tile out of line
+// where another function used the same tile shape.
+template <class Epilogue, Init init, class V, int MR, int NR, class T, class AOff, class BOff, class ARs>
+[[gnu::noinline, gnu::flatten]] void nn_tiles_by_column(const Tile<T, AOff, BOff, ARs>& t, size_t m_end,
+                                                        size_t n_end) {
+    for (size_t n = 0; n < n_end; n += NR * lanes<V>)
+        for (size_t m = 0; m < m_end; m += MR)
+            nn_tile_with<true, Epilogue, init, V, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(n)));
+}
+
 // All of C for a tile description t whose vectorised dimension (contiguous in B and C, the vectors of a
-// tile side by side) has length N: NR-vector tiles of 4 rows, then the columns they leave — the rest of
-// the whole vectors as one tile of 2 or 3 vectors, or of one vector and one_vector_rows rows; a half- and a
+// tile side by side) has length N: panel_rows x panel_vectors tiles, a column block at a time
+// (nn_tiles_by_column; the rows past the last whole block of rows in smaller tiles), then the columns
+// they leave — the rest of the whole vectors as one tile of 2 vectors (AVX-512), or of one vector and
+// one_vector_rows rows; a half- and a
 // quarter-width vector of 8 rows where they fit (a Dense layer of 120 or 84 outputs); scalars — each in a
 // pass over the rows of its own. Every tile keeps at least 8 accumulators where it can: two FMA pipes
 // of latency 4 need 8 independent sums, and a 4 x 1 tile (LeNet5's Dense layers on a chunk of 16
@@ -239,14 +262,17 @@ template <class Epilogue, Init init, class T, class AOff, class BOff, class ARs>
 inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff, ARs>& t) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
-    constexpr int NR = tile_vectors;
+    constexpr int NR = panel_vectors;
     size_t n = 0;
     if constexpr (simd::enabled) {
         const size_t full_tiles_end = N - N % (NR * W), vectors_end = N - N % W;
-        if (full_tiles_end > 0)
-            for_row_blocks(M, [&]<int MR>(size_t m) {
-                nn_tile_run<Epilogue, init, V, MR, NR>(t, m, 0, full_tiles_end);
+        if (full_tiles_end > 0) {
+            const size_t rows_end = M - M % panel_rows;
+            if (rows_end > 0) nn_tiles_by_column<Epilogue, init, V, panel_rows, NR>(t, rows_end, full_tiles_end);
+            for_row_blocks(M - rows_end, [&]<int MR>(size_t m) {
+                nn_tile_run<Epilogue, init, V, MR, NR>(t, rows_end + m, 0, full_tiles_end);
             });
+        }
         // the whole vectors left: 1 .. NR - 1 of them, side by side in one tile
         [&]<int... R>(std::integer_sequence<int, R...>) {
             (..., [&] {
