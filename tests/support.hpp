@@ -25,14 +25,12 @@ std::vector<T> random_vector(std::size_t n, std::uint64_t seed, double scale = 1
 // max(worst, e) for the worst error of a test, where a NaN e makes it infinite (chainlet/layer_check.hpp).
 using chainlet::detail::worse;
 
-// Largest error of g against central differences of f at p, each relative to
-// max(|fd_i|, floor, 1e-3 max_j |fd_j|): the last term keeps rounding noise in components that are tiny
-// next to the largest ones from counting as an error. Infinite if any error is NaN or infinite.
+// Largest error of g against central differences of f at p (chainlet::detail::finite_difference_error,
+// the layer checker's measure).
 template <class F>
 double gradient_error(F&& f, std::vector<double> p, const std::vector<double>& g, double h = 1e-5,
                       double floor = 1e-3) {
     std::vector<double> fd(p.size());
-    double largest = 0;
     for (std::size_t i = 0; i < p.size(); ++i) {
         const double keep = p[i];
         p[i] = keep + h;
@@ -41,12 +39,8 @@ double gradient_error(F&& f, std::vector<double> p, const std::vector<double>& g
         const double down = f(p);
         p[i] = keep;
         fd[i] = (up - down) / (2 * h);
-        largest = std::max(largest, std::abs(fd[i]));
     }
-    double worst = 0;
-    for (std::size_t i = 0; i < p.size(); ++i)
-        worst = worse(worst, std::abs(g[i] - fd[i]) / std::max({std::abs(fd[i]), floor, 1e-3 * largest}));
-    return worst;
+    return chainlet::detail::finite_difference_error(fd, g, floor);
 }
 
 // Largest elementwise difference relative to max(|reference|, 1). Equal values (the same infinity, or

@@ -112,6 +112,17 @@ inline double worse(double worst, double e) {
     return std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(worst, e);
 }
 
+// The worst error of a gradient against its central differences fd, each relative to
+// max(|fd_i|, floor, 1e-3 max_j |fd_j|): the last term keeps rounding noise in components that are tiny
+// next to the largest ones from counting as an error. Infinite if any error is NaN or infinite.
+inline double finite_difference_error(const std::vector<double>& fd, const std::vector<double>& grad, double floor) {
+    double largest = 0, worst = 0;
+    for (double e : fd) largest = std::max(largest, std::abs(e));
+    for (std::size_t i = 0; i < fd.size(); ++i)
+        worst = worse(worst, std::abs(grad[i] - fd[i]) / std::max({std::abs(fd[i]), floor, 1e-3 * largest}));
+    return worst;
+}
+
 inline bool all_finite(const std::vector<double>& v) {
     return std::all_of(v.begin(), v.end(), [](double e) { return std::isfinite(e); });
 }
@@ -386,13 +397,6 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
             for (double e : sample_sums(pp, xx)) total += e;
             return total;
         };
-        auto relative_error = [&](const std::vector<double>& fd, const std::vector<double>& grad) {
-            double largest = 0, worst = 0;
-            for (double e : fd) largest = std::max(largest, std::abs(e));
-            for (std::size_t i = 0; i < fd.size(); ++i)
-                worst = detail::worse(worst, std::abs(grad[i] - fd[i]) / std::max({std::abs(fd[i]), o.floor, 1e-3 * largest}));
-            return worst;
-        };
         auto fd_error = [&](std::vector<double> v, const std::vector<double>& grad, bool params) {
             std::vector<double> fd(v.size());
             if (!params && independent) {
@@ -406,7 +410,7 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
                         fd[j * n + s] = (up[s] - down[s]) / (2 * o.step);
                     }
                 }
-                return relative_error(fd, grad);
+                return detail::finite_difference_error(fd, grad, o.floor);
             }
             for (std::size_t i = 0; i < v.size(); ++i) {
                 const double keep = v[i];
@@ -417,7 +421,7 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
                 v[i] = keep;
                 fd[i] = (up - down) / (2 * o.step);
             }
-            return relative_error(fd, grad);
+            return detail::finite_difference_error(fd, grad, o.floor);
         };
         const double ep = fd_error(p, second.g, true), ex = fd_error(x, first.dx, false);
         r.parameter_gradient_error = std::max(r.parameter_gradient_error, ep);
