@@ -195,7 +195,7 @@ inline constexpr int one_vector_rows = simd::vector_registers >= 32 ? 16 : 8;
 // nn_panel's full tiles: panel_rows x panel_vectors accumulators, 8 x 3 with 32 vector registers (24
 // accumulators, 3 B vectors and a broadcast; 11 loads per 24 FMAs against 8 per 16 in 4 x 4), 4 x 2 with
 // 16. Dense<16>'s input gradient, 32 x 560 x 16, on an Intel Xeon, 1 thread: 3.9-4.6 us in 4 x 4 tiles a
-// row block at a time (before), 3.5-3.9 in 4 x 4 by column, 3.1-3.5 in 8 x 3 by column (docs/profile.md,
+// row block at a time (before), 3.5-3.9 in 4 x 4 by column, 3.1-3.9 in 8 x 3 by column (docs/profile.md,
 // 2026-11-28, 15:50-).
 inline constexpr int panel_rows = simd::vector_registers >= 32 ? 8 : 4;
 inline constexpr int panel_vectors = simd::vector_registers >= 32 ? 3 : 2;
@@ -252,12 +252,12 @@ template <class Epilogue, Init init, class V, int MR, int NR, class T, class AOf
 // tile side by side) has length N: panel_rows x panel_vectors tiles, a column block at a time
 // (nn_tiles_by_column; the rows past the last whole block of rows in smaller tiles), then the columns
 // they leave — the rest of the whole vectors as one tile of 2 vectors (AVX-512), or of one vector and
-// one_vector_rows rows; a half- and a
-// quarter-width vector of 8 rows where they fit (a Dense layer of 120 or 84 outputs); scalars — each in a
-// pass over the rows of its own. Every tile keeps at least 8 accumulators where it can: two FMA pipes
-// of latency 4 need 8 independent sums, and a 4 x 1 tile (LeNet5's Dense layers on a chunk of 16
-// samples, one AVX-512 vector) held an Intel core with two 512-bit pipes to half its peak. The tile
-// shape does not change a sum: each output adds its products in the order of k.
+// one_vector_rows rows; a half- and a quarter-width vector of 8 rows where they fit (a Dense layer of
+// 120 or 84 outputs); scalars — each in a pass over the rows of its own. Every tile keeps at least 8
+// accumulators where it can: two FMA pipes of latency 4 need 8 independent sums, and a 4 x 1 tile
+// (LeNet5's Dense layers on a chunk of 16 samples, one AVX-512 vector) held an Intel core with two
+// 512-bit pipes to half its peak. The tile shape does not change a sum: each output adds its products
+// in the order of k.
 template <class Epilogue, Init init, class T, class AOff, class BOff, class ARs>
 inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff, ARs>& t) {
     using V = simd::vec<T>;
