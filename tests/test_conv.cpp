@@ -318,6 +318,33 @@ TEMPLATE_TEST_CASE("conv_weight_grad's register tiles match the twin", "[conv][k
     check.template operator()<1, 5, 7, 8>();   // K = 35: 6 x 5 + 2 + 2 + 1 with 16 registers
 }
 
+TEMPLATE_TEST_CASE("conv_weight_grad: every other tile sweeps its pixels backward", "[conv][kernel]", float, double) {
+    // The order of a sweep shows in a sum where it matters: dz is big (8 ulp of it exceed 1) at the first
+    // output pixel, 1 at the pixels between and 0 at the last, and the image is all ones. Each lane of a
+    // forward sweep adds the ones to big and loses them (big); a backward sweep adds the ones first and
+    // big last (big + 62, rounded to a multiple of 8). LeNet5's second convolution (12 x 12 x 6, 5 x 5,
+    // 16 channels: 64 output pixels), a chunk of one vector. Sweeps::forward gives big times the lanes for
+    // every weight; the alternating sweeps (the default) give both sums, and each weight one of them.
+    using T = TestType;
+    constexpr std::size_t IW = 12, IH = 12, IC = 6, K = 5, OC = 16, n = simd::width<T>;
+    constexpr auto patch = kernels::patch_offsets<K, K, IC, IW>();
+    const kernels::ConvShape s{IW, IC, IH - K + 1, IW - K + 1, OC, K, K, patch.data(), 0, IH, 0, IW};
+    const std::size_t pixels = s.OH * s.OW;
+    const T big = std::ldexp(T(1), std::numeric_limits<T>::digits + 2);
+    const std::vector<T> in(IH * IW * IC * n, T(1));
+    std::vector<T> dz(pixels * OC * n, T(1));
+    std::fill_n(dz.begin(), OC * n, big);                                   // the first pixel
+    std::fill(dz.end() - static_cast<std::ptrdiff_t>(OC * n), dz.end(), T(0));  // the last
+    const T lanes = static_cast<T>(n), forward = lanes * big, backward = lanes * (big + T(64));
+    std::vector<T> g_forward(s.K() * OC, T(0)), g(s.K() * OC, T(0));
+    kernels::conv_weight_grad<kernels::Sweeps::forward>(s, in.data(), dz.data(), n, g_forward.data());
+    kernels::conv_weight_grad(s, in.data(), dz.data(), n, g.data());
+    REQUIRE(std::all_of(g_forward.begin(), g_forward.end(), [&](T v) { return v == forward; }));
+    REQUIRE(std::all_of(g.begin(), g.end(), [&](T v) { return v == forward || v == backward; }));
+    REQUIRE(std::count(g.begin(), g.end(), backward) > 0);
+    REQUIRE(std::count(g.begin(), g.end(), forward) > 0);
+}
+
 TEMPLATE_TEST_CASE("conv kernels match their scalar twins on odd sizes", "[conv][kernel]", float, double) {
     using T = TestType;
     // 7 output channels: row blocks of 4, 2 and 1; 12: blocks of 6 (6 x 2 or 6 x 4 pixel tiles).
