@@ -5,6 +5,7 @@
 
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "chainlet/chainlet.hpp"
@@ -173,6 +174,29 @@ TEST_CASE("the layer checker fails a NaN finite difference", "[user_layer][gradi
     REQUIRE(r.input_gradient_error == std::numeric_limits<double>::infinity());  // not the NaN left out
     REQUIRE_FALSE(r.passed());
     REQUIRE_THAT(r.report(), Catch::Contains("input gradient differs from finite differences by inf"));
+}
+
+// The documented layer, but its first output NaN in float: right in double, so only the float run
+// shows it.
+struct NaNInFloat : ScaleShift {
+    template <class InShape>
+    struct bound : ScaleShift::bound<InShape> {
+        using base = ScaleShift::bound<InShape>;
+        template <class T>
+        static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n) {
+            base::forward(p, x, y, saved, n);
+            if constexpr (std::is_same_v<T, float>) y[0] = std::numeric_limits<float>::quiet_NaN();
+        }
+    };
+};
+
+TEST_CASE("the layer checker fails a float output NaN where the double one is not", "[user_layer][gradient]") {
+    const auto r = check_layer<NaNInFloat, Input<4>>();
+    INFO(r.report());
+    REQUIRE(r.parameter_gradient_error < 1e-6);
+    REQUIRE(r.input_gradient_error < 1e-6);
+    REQUIRE(r.float_double_difference == std::numeric_limits<double>::infinity());  // not the NaN left out
+    REQUIRE_FALSE(r.passed());
 }
 
 TEST_CASE("a chain with the user layer trains and round-trips through the file formats", "[user_layer][fit][io]") {

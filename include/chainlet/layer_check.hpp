@@ -99,17 +99,19 @@ std::vector<T> fill_normal(std::size_t n, Rng& rng, double scale) {
     return v;
 }
 
-inline double worst_relative(const std::vector<double>& a, const std::vector<double>& ref) {
-    double largest = 0, worst = 0;
-    for (double r : ref) largest = std::max(largest, std::abs(r));
-    for (std::size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::abs(a[i] - ref[i]) / std::max(largest, 1.0));
-    return worst;
-}
-
 // max(worst, e) for the worst error of a check, where a NaN e makes it infinite: std::max(worst, NaN)
 // returns worst, so a NaN error would pass a bound.
 inline double worse(double worst, double e) {
     return std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(worst, e);
+}
+
+// The largest difference of a from ref relative to max(max |ref|, 1); infinite where an entry is NaN in
+// one of them (through worse: a float result NaN where the double one is not would otherwise pass).
+inline double worst_relative(const std::vector<double>& a, const std::vector<double>& ref) {
+    double largest = 0, worst = 0;
+    for (double r : ref) largest = std::max(largest, std::abs(r));
+    for (std::size_t i = 0; i < ref.size(); ++i) worst = worse(worst, std::abs(a[i] - ref[i]) / std::max(largest, 1.0));
+    return worst;
 }
 
 // The worst error of a gradient against its central differences fd, each relative to
