@@ -1,4 +1,5 @@
 #include "chainlet/io/idx.hpp"
+#include "chainlet/memory.hpp"
 
 #include <zlib.h>
 
@@ -145,7 +146,12 @@ IdxArray parse(Decoder& d, const std::string& name, std::size_t expected_rank) {
     // buffer grows with the bytes actually decoded (doubling from 64 KiB), so a damaged header that
     // claims far more data than the file holds is reported as truncation, not as a huge allocation.
     const std::size_t could_hold = d.gzip() ? d.remaining() * 1032 : d.remaining();
-    if (total <= could_hold) a.data.resize(total);
+    if (total <= could_hold) {
+        // on huge pages before the bytes are written (advise_huge_pages: a data set read in batches)
+        a.data.reserve(total);
+        advise_huge_pages(a.data.data(), total);
+        a.data.resize(total);
+    }
     std::size_t got = 0;
     while (got < total) {
         const std::size_t want = std::min(total, std::max<std::size_t>(2 * got, 1u << 16));

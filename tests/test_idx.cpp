@@ -4,12 +4,16 @@
 
 #include <zlib.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "chainlet/io/idx.hpp"
+#include "chainlet/memory.hpp"
 #include "files.hpp"
 
 namespace test_idx {  // several test files make one program (tests/CMakeLists.txt)
@@ -50,7 +54,48 @@ std::vector<unsigned char> ramp(std::size_t n) {
     return v;
 }
 
+// Whether the kernel's transparent huge pages can be advised here (Linux with THP built in), and the
+// VmFlags of the mapping holding address p (/proc/self/smaps; "hg": advised for huge pages).
+bool huge_pages_available() { return fs::exists("/sys/kernel/mm/transparent_hugepage/enabled"); }
+std::string vm_flags(const void* p) {
+    std::ifstream smaps("/proc/self/smaps");
+    const auto at = reinterpret_cast<std::uintptr_t>(p);
+    bool inside = false;
+    for (std::string line; std::getline(smaps, line);) {
+        std::uintptr_t lo = 0, hi = 0;
+        char dash = 0;
+        std::istringstream head(line);
+        if (head >> std::hex >> lo >> dash >> hi && dash == '-') inside = lo <= at && at < hi;
+        else if (inside && line.rfind("VmFlags:", 0) == 0) return line + " ";
+    }
+    return "";
+}
+
 }  // namespace
+
+TEST_CASE("aligned_vector: 64-byte aligned, and from 2 MiB on aligned to and advised for huge pages", "[memory]") {
+    const aligned_vector<float> small(1000, 1.0f);
+    REQUIRE(reinterpret_cast<std::uintptr_t>(small.data()) % 64 == 0);
+    aligned_vector<float> big(huge_page_bytes / sizeof(float) + 3);  // just over one huge page
+    REQUIRE(reinterpret_cast<std::uintptr_t>(big.data()) % huge_page_bytes == 0);
+    for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i % 1000);
+    double sum = 0;
+    for (float v : big) sum += v;
+    const std::size_t n = big.size();
+    REQUIRE(sum == static_cast<double>(n / 1000) * 499500.0 + static_cast<double>((n % 1000) * (n % 1000 - 1) / 2));
+    // a range without a whole huge page is not advised
+    REQUIRE_FALSE(advise_huge_pages(big.data() + 1, huge_page_bytes));
+    if (huge_pages_available()) {
+        REQUIRE(vm_flags(big.data()).find(" hg ") != std::string::npos);
+        REQUIRE(advise_huge_pages(big.data(), huge_page_bytes));
+    }
+    // growing and shrinking across the threshold keeps the contents (deallocate frees by the size it got)
+    aligned_vector<float> v(10, 2.0f);
+    v.resize(huge_page_bytes / sizeof(float) + 100, 3.0f);
+    v.resize(5);
+    v.shrink_to_fit();
+    REQUIRE(v == aligned_vector<float>(5, 2.0f));
+}
 
 TEST_CASE("IDX: reads raw and gzip files", "[idx]") {
     TempDir dir;
@@ -118,6 +163,20 @@ TEST_CASE("IDX data set: pixels as stored, labels checked against the images and
 
 // read_idx decodes a file in blocks of 1 MiB: files of several blocks, raw and gzip, and a gzip file of
 // two members whose boundary falls on a block boundary, give the bytes parse_idx gives from memory.
+TEST_CASE("IDX: a data set of several MiB is read into memory advised for huge pages", "[idx][memory]") {
+    TempDir dir;
+    const std::size_t count = 6000;  // 6000 x 28 x 28 bytes: 4.5 MiB
+    const auto pixels = ramp(count * 28 * 28);
+    for (bool gz : {false, true}) {
+        const IdxArray a = read_idx(write(dir, gz ? "big.gz" : "big", idx_bytes({6000, 28, 28}, pixels), gz), 3);
+        REQUIRE(a.data == std::vector<std::uint8_t>(pixels.begin(), pixels.end()));
+        // the 2 MiB-aligned inside of the buffer (its first whole huge page)
+        const auto begin = reinterpret_cast<std::uintptr_t>(a.data.data());
+        const auto first = (begin + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes;
+        if (huge_pages_available()) REQUIRE(vm_flags(reinterpret_cast<const void*>(first)).find(" hg ") != std::string::npos);
+    }
+}
+
 TEST_CASE("IDX: files of several read blocks, and gzip members across a block boundary", "[idx]") {
     TempDir dir;
     std::vector<unsigned char> data(3 * 1024 * 1024 + 77);
