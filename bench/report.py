@@ -437,6 +437,13 @@ def main():
         "the first call is reported apart (first-step table). **Medians** of 7 rounds (3 in `--quick`; grid "
         "5 / 3). **Alternating where frameworks share a process**: chainlet and LibTorch round by round in each "
         "C++ program; PyTorch eager, channels_last and torch.compile round by round in the PyTorch process.",
+        "* **Memory pages, the same for everyone**: every process runs with `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, "
+        "so that glibc advises its large allocations for transparent huge pages, whichever framework makes them "
+        "(PyTorch's and XLA's CPU allocators, ONNX Runtime's arena, numpy and `std::vector` all allocate through "
+        "malloc). Where the kernel's THP setting is `madvise` (listed above), the data sets would otherwise be read "
+        "through 4 KiB pages, which on the VM of docs/profile.md (2026-11-28, 18:54–) cost chainlet's LeNet5 "
+        "epoch 25 % and LibTorch 1.13's 40 %. chainlet's own buffers (`aligned_vector`, its workspaces) and "
+        "data sets read by `read_idx` are advised for huge pages without it.",
         "* chainlet's column is the time measured next to LibTorch 2.13; every ratio divides by it. chainlet is "
         "also measured next to LibTorch 1.13; that same-process ratio is `ratio_libtorch113_same_process` in "
         "benchmarks.json (and the historical targets above).",
