@@ -163,20 +163,6 @@ TEST_CASE("IDX data set: pixels as stored, labels checked against the images and
 
 // read_idx decodes a file in blocks of 1 MiB: files of several blocks, raw and gzip, and a gzip file of
 // two members whose boundary falls on a block boundary, give the bytes parse_idx gives from memory.
-TEST_CASE("IDX: a data set of several MiB is read into memory advised for huge pages", "[idx][memory]") {
-    TempDir dir;
-    const std::size_t count = 6000;  // 6000 x 28 x 28 bytes: 4.5 MiB
-    const auto pixels = ramp(count * 28 * 28);
-    for (bool gz : {false, true}) {
-        const IdxArray a = read_idx(write(dir, gz ? "big.gz" : "big", idx_bytes({6000, 28, 28}, pixels), gz), 3);
-        REQUIRE(a.data == std::vector<std::uint8_t>(pixels.begin(), pixels.end()));
-        // the 2 MiB-aligned inside of the buffer (its first whole huge page)
-        const auto begin = reinterpret_cast<std::uintptr_t>(a.data.data());
-        const auto first = (begin + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes;
-        if (huge_pages_available()) REQUIRE(vm_flags(reinterpret_cast<const void*>(first)).find(" hg ") != std::string::npos);
-    }
-}
-
 TEST_CASE("IDX: files of several read blocks, and gzip members across a block boundary", "[idx]") {
     TempDir dir;
     std::vector<unsigned char> data(3 * 1024 * 1024 + 77);
@@ -208,6 +194,22 @@ TEST_CASE("IDX: files of several read blocks, and gzip members across a block bo
         gzclose(f);
     }
     REQUIRE(read_idx(p, 1).data == data);
+}
+
+TEST_CASE("IDX: a data set of several MiB is read into memory advised for huge pages", "[idx][memory]") {
+    TempDir dir;
+    const std::size_t count = 6000;  // 6000 x 28 x 28 bytes: 4.5 MiB
+    const auto pixels = ramp(count * 28 * 28);
+    for (bool gz : {false, true}) {
+        const auto bytes = idx_bytes({static_cast<std::uint32_t>(count), 28, 28}, pixels);
+        const IdxArray a = read_idx(write(dir, gz ? "big.gz" : "big", bytes, gz), 3);
+        REQUIRE(a.data == std::vector<std::uint8_t>(pixels.begin(), pixels.end()));
+        // the 2 MiB-aligned inside of the buffer (its first whole huge page)
+        const auto begin = reinterpret_cast<std::uintptr_t>(a.data.data());
+        const auto first = (begin + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes;
+        if (huge_pages_available())
+            REQUIRE(vm_flags(reinterpret_cast<const void*>(first)).find(" hg ") != std::string::npos);
+    }
 }
 
 }  // namespace test_idx

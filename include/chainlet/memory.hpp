@@ -24,10 +24,10 @@ inline constexpr std::size_t huge_page_bytes = std::size_t(2) << 20;
 // machine a walk goes through two page tables (the likely cause; no counters confirmed it). On the
 // 2-vCPU Xeon VM of docs/profile.md (2026-11-28, 18:54-) a LeNet5 epoch over 60,000 images in a
 // std::vector took 1.05-1.18 s against 0.83-0.84 s with the vector on huge pages, and LibTorch 1.13's
-// 9.8-10.9 s against 6.2-6.4 s. Returns whether the
-// kernel took the advice; a no-op (false) where there is no such call, and for ranges holding no whole
-// huge page. The contents are unchanged either way. chainlet's own buffers (aligned_vector) take it
-// from 2 MiB on; call it for a large data set held elsewhere.
+// 9.8-10.9 s against 6.2-6.4 s. Returns whether the kernel took the advice; false where there is no
+// such call, and for a range holding no whole huge page. The contents are unchanged either way.
+// chainlet's own buffers (aligned_vector) take it from 2 MiB on; call it for a large data set held
+// elsewhere.
 inline bool advise_huge_pages(void* p, std::size_t bytes) noexcept {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     const auto begin = reinterpret_cast<std::uintptr_t>(p);
