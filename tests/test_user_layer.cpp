@@ -152,20 +152,31 @@ TEST_CASE("the layer checker catches a sample that sees the one before it", "[us
     REQUIRE_THAT(r.report(), !Catch::Contains("copies of another sample joined"));  // the copies do not show it
 }
 
-// The documented layer, but NaN wherever an input is not a float: finite on the checker's inputs, which
-// it draws exact in float, and NaN at the input finite differences' points x +- 1e-5.
-struct NaNOffFloats : ScaleShift {
+// The documented layer with Spoil::after_forward(x, y, count) applied to its forward output (count
+// values): the layers below each break it in one way.
+template <class Spoil>
+struct SpoiltScaleShift : ScaleShift {
     template <class InShape>
     struct bound : ScaleShift::bound<InShape> {
         using base = ScaleShift::bound<InShape>;
         template <class T>
         static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n) {
             base::forward(p, x, y, saved, n);
-            for (std::size_t i = 0; i < base::in_size * n; ++i)
-                if (static_cast<T>(static_cast<float>(x[i])) != x[i]) y[i] = std::numeric_limits<T>::quiet_NaN();
+            Spoil::after_forward(x, y, base::in_size * n);
         }
     };
 };
+
+// NaN wherever an input is not a float: finite on the checker's inputs, which it draws exact in float,
+// and NaN at the input finite differences' points x +- 1e-5.
+struct NaNWhereInputNotFloat {
+    template <class T>
+    static void after_forward(const T* x, T* y, std::size_t count) {
+        for (std::size_t i = 0; i < count; ++i)
+            if (static_cast<T>(static_cast<float>(x[i])) != x[i]) y[i] = std::numeric_limits<T>::quiet_NaN();
+    }
+};
+using NaNOffFloats = SpoiltScaleShift<NaNWhereInputNotFloat>;
 
 TEST_CASE("the layer checker fails a NaN finite difference", "[user_layer][gradient]") {
     const auto r = check_layer<NaNOffFloats, Input<4>>();
@@ -176,19 +187,14 @@ TEST_CASE("the layer checker fails a NaN finite difference", "[user_layer][gradi
     REQUIRE_THAT(r.report(), Catch::Contains("input gradient differs from finite differences by inf"));
 }
 
-// The documented layer, but its first output NaN in float: right in double, so only the float run
-// shows it.
-struct NaNInFloat : ScaleShift {
-    template <class InShape>
-    struct bound : ScaleShift::bound<InShape> {
-        using base = ScaleShift::bound<InShape>;
-        template <class T>
-        static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n) {
-            base::forward(p, x, y, saved, n);
-            if constexpr (std::is_same_v<T, float>) y[0] = std::numeric_limits<float>::quiet_NaN();
-        }
-    };
+// The first output NaN in float: right in double, so only the float run shows it.
+struct FirstOutputNaNInFloat {
+    template <class T>
+    static void after_forward(const T*, T* y, std::size_t) {
+        if constexpr (std::is_same_v<T, float>) y[0] = std::numeric_limits<float>::quiet_NaN();
+    }
 };
+using NaNInFloat = SpoiltScaleShift<FirstOutputNaNInFloat>;
 
 TEST_CASE("the layer checker fails a float output NaN where the double one is not", "[user_layer][gradient]") {
     const auto r = check_layer<NaNInFloat, Input<4>>();
