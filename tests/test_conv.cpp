@@ -66,6 +66,9 @@ TEST_CASE("Conv gradients (double, finite differences) and forward pass, valid p
     check_conv<9, 7, 3, 5, 5, 6, ReLU, Padding::valid>(1e-5);
     check_conv<6, 9, 2, 2, 3, 5, Tanh, Padding::valid>();
     check_conv<5, 5, 2, 1, 1, 3, GELU, Padding::valid>();
+    // one and two vectors of output channels in double with AVX-512 (the weight gradient along the
+    // channels, Conv::along_channels): 3 input channels per tile, odd output width 5
+    check_conv<6, 7, 3, 3, 3, 8, Tanh, Padding::valid>();
 }
 
 TEST_CASE("Conv gradients (double, finite differences) and forward pass, same padding", "[conv][gradient]") {
@@ -73,6 +76,7 @@ TEST_CASE("Conv gradients (double, finite differences) and forward pass, same pa
     check_conv<6, 5, 3, 5, 5, 4, Sigmoid, Padding::same>();
     check_conv<5, 6, 3, 3, 3, 19, Tanh, Padding::same>();  // one sample: vector tiles and tails along 19 channels
     check_conv<5, 6, 2, 2, 4, 3, Softplus, Padding::same>();  // even kernel: one more at the bottom/right
+    check_conv<6, 8, 2, 2, 5, 16, Softplus, Padding::same>();  // along the channels, 2 vectors in double
 }
 
 // A chunk of one sample runs its own route (vectors along the output channels, Conv::forward_one).
@@ -343,6 +347,59 @@ TEMPLATE_TEST_CASE("conv_weight_grad: every other tile sweeps its pixels backwar
     REQUIRE(std::all_of(g.begin(), g.end(), [&](T v) { return v == forward || v == backward; }));
     REQUIRE(std::count(g.begin(), g.end(), backward) > 0);
     REQUIRE(std::count(g.begin(), g.end(), forward) > 0);
+}
+
+// The kernel out of line, once per type: it is always inlined, and with a shape known only at run time
+// every tile it may take is compiled at each call.
+template <class T>
+[[gnu::noinline]] void weight_grad_along_channels(const kernels::ConvShape& s, const T* in, const T* dzt, std::size_t n,
+                                                  T* g) {
+    kernels::conv_weight_grad_along_channels(s, in, dzt, n, g);
+}
+
+// conv_weight_grad_along_channels: one or two vectors of output channels (OC = W, 2W), every kernel
+// width it takes (1 to 5, so tiles of 1 to 5 columns), input channels that give every channel group
+// (IC = 6: 3 in float, 2 in double with 2 vectors; 4: 2; 5 and 7: 1), odd and even output widths (a
+// last single pixel per row, or none), and sample counts of one vector (compiled for it), fewer, and
+// more with a tail. Where the build does not take the route (no AVX-512, the scalar build), fits must
+// say so for every shape here.
+TEMPLATE_TEST_CASE("conv_weight_grad_along_channels matches the twin", "[conv][kernel]", float, double) {
+    using T = TestType;
+    constexpr std::size_t W = simd::width<T>;
+    auto check = [&]<std::size_t IC, std::size_t KH, std::size_t KW, std::size_t OC, std::size_t IH, std::size_t IW>() {
+        constexpr auto patch = kernels::patch_offsets<KH, KW, IC, IW>();
+        const kernels::ConvShape s{IW, IC, IH - KH + 1, IW - KW + 1, OC, KH, KW, patch.data(), 0, IH, 0, IW};
+        const bool fits = kernels::conv_weight_grad_along_channels_fits<T>(s);
+        REQUIRE(fits == (simd::enabled && simd::vector_registers >= 32 && OC % W == 0 && OC / W <= 2 && KW <= 5));
+        if (!fits) return;
+        const std::size_t P = s.OH * s.OW;
+        for (std::size_t n : {std::size_t(1), std::size_t(5), W, W + 3, 2 * W}) {
+            const auto in = test::random_vector<T>(IH * IW * IC * n, 7 + n);
+            const auto dz = test::random_vector<T>(P * OC * n, 8 + n);
+            std::vector<T> dzt(dz.size(), std::numeric_limits<T>::quiet_NaN());
+            kernels::transpose_channels_samples(P, OC, n, dz.data(), dzt.data());
+            bool transposed = true;
+            for (std::size_t p = 0; p < P; ++p)
+                for (std::size_t c = 0; c < OC; ++c)
+                    for (std::size_t j = 0; j < n; ++j)
+                        transposed = transposed && dzt[(p * n + j) * OC + c] == dz[(p * OC + c) * n + j];
+            auto g1 = test::random_vector<T>(s.K() * OC, 9), g2 = g1;
+            weight_grad_along_channels(s, in.data(), dzt.data(), n, g1.data());
+            kernels::conv_weight_grad_reference(s, in.data(), dz.data(), n, g2.data());
+            INFO("IC=" << IC << " K=" << KH << "x" << KW << " OC=" << OC << " OW=" << s.OW << " n=" << n);
+            REQUIRE(transposed);
+            REQUIRE(test::max_rel_diff(g1, g2) < (sizeof(T) == 4 ? 2e-4 : 1e-11));
+        }
+    };
+    check.template operator()<6, 5, 5, W, 12, 12>();      // LeNet5's second convolution (in double: 2 vectors)
+    check.template operator()<6, 5, 5, 2 * W, 10, 11>();  // two vectors of channels, OW = 7
+    check.template operator()<4, 3, 4, W, 6, 9>();        // 2 channels per tile, OW = 6
+    check.template operator()<5, 2, 3, W, 5, 9>();        // one channel per tile, OW = 7
+    check.template operator()<7, 1, 2, 2 * W, 3, 6>();
+    check.template operator()<2, 3, 1, W, 4, 3>();        // one kernel column, OW = 3
+    check.template operator()<1, 4, 5, W, 6, 6>();        // one input channel, OW = 2
+    check.template operator()<3, 2, 5, 3 * W, 4, 8>();    // three vectors of channels: not taken
+    check.template operator()<3, 2, 7, W, 4, 8>();        // a kernel of 7 columns: not taken
 }
 
 TEMPLATE_TEST_CASE("conv kernels match their scalar twins on odd sizes", "[conv][kernel]", float, double) {

@@ -57,6 +57,7 @@ TEMPLATE_TEST_CASE("every layer: float and double forward passes and pullbacks a
                    (Case<Conv<3, 3, 4, ReLU>, Shape<7, 6, 2>>), (Case<Conv<2, 3, 5, Tanh>, Shape<5, 8, 3>>),
                    (Case<Conv<3, 3, 3, Identity, Padding::same>, Shape<6, 5, 2>>),
                    (Case<Conv<4, 2, 2, Softplus, Padding::same>, Shape<5, 6, 1>>),
+                   (Case<Conv<3, 3, 16, Tanh>, Shape<6, 7, 3>>),  // the weight gradient along the channels
                    (Case<MaxPool<2, 2>, Shape<6, 7, 3>>), (Case<MaxPool<3>, Shape<9, 6, 2>>),
                    (Case<Flatten, Shape<3, 4, 2>>)) {
     using L = typename TestType::bound;  // one type for both: the element type is a template of its functions

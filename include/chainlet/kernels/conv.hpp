@@ -564,6 +564,165 @@ void conv_weight_grad_reference(const ConvShape& s, const T* in, const T* dz, si
         }
 }
 
+// The weight gradient with its vectors along the output channels, for OC of one or two vectors (32
+// vector registers, kernels of at most 5 columns): the sums of conv_weight_grad, each kept as the lanes
+// of a vector of output channels (which g stores side by side), so that no sum is reduced across lanes
+// and every product is one FMA of a broadcast input value (a memory operand) and a vector of dz. dz must
+// first be transposed to dzt[(p * n + j) * OC + oc] (transpose_channels_samples). A tile is one kernel
+// row ky and CG input channels, KW x CG x NV accumulators, and it takes the output pixels of a row two
+// at a time: input value (ox + col, c) meets pixel ox + i's dz at kernel column kx = col - i, so per
+// sample it loads 2 NV dz vectors and (KW + 1) CG input values for 2 KW CG NV FMAs (LeNet5's second
+// convolution in float: 18 loads per 30 FMAs, against 31 per 30 one pixel at a time and 10 vector loads
+// per 24 FMAs plus the horizontal sums in conv_weight_grad's tiles). The Conv layer's pullback without
+// dx on LeNet5's second convolution, a chunk of 16, 1 thread, Sapphire Rapids-class Xeon: float
+// 39.7-40.9 -> 33.4-35.5 us, double 92.9-93.6 -> 65.0-66.3 us (docs/profile.md).
+template <class T>
+constexpr bool conv_weight_grad_along_channels_fits(size_t OC, size_t KW) {
+    constexpr size_t W = simd::width<T>;
+    return simd::enabled && simd::vector_registers >= 32 && OC % W == 0 && OC / W <= 2 && KW <= 5;
+}
+template <class T>
+constexpr bool conv_weight_grad_along_channels_fits(const ConvShape& s) {
+    return conv_weight_grad_along_channels_fits<T>(s.OC, s.KW);
+}
+
+// dzt[(p * n + j) * C + c] = dz[(p * C + c) * n + j]: each pixel's C x n block transposed (16 x 16 float
+// blocks in registers with AVX-512, detail::transpose_16x16).
+template <class T>
+void transpose_channels_samples(size_t P, size_t C, size_t n, const T* dz, T* dzt) {
+#if !defined(CHAINLET_SCALAR) && defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>)
+        if (C % 16 == 0 && n % 16 == 0) {
+            for (size_t p = 0; p < P; ++p)
+                for (size_t c0 = 0; c0 < C; c0 += 16)
+                    for (size_t j0 = 0; j0 < n; j0 += 16) {
+                        const float* rows[16];
+                        for (size_t i = 0; i < 16; ++i) rows[i] = dz + (p * C + c0 + i) * n + j0;
+                        detail::transpose_16x16(rows, dzt + (p * n + j0) * C + c0, C);
+                    }
+            return;
+        }
+#endif
+    for (size_t p = 0; p < P; ++p)
+        for (size_t c = 0; c < C; ++c)
+            for (size_t j = 0; j < n; ++j) dzt[(p * n + j) * C + c] = dz[(p * C + c) * n + j];
+}
+
+// Output rows per band of conv_weight_grad_along_channels: all tiles run over one row of output pixels,
+// then all over the next, so that the row's dz (8 KB in LeNet5's second convolution, a chunk of 16
+// floats) and the input rows under it stay in L1 for every tile; each tile loads its accumulators from g
+// and stores them back per row (30 loads and stores per 1,920 FMAs there). That layer's activation
+// pullback and parameter gradients, standalone: 31.8-32.5 us per chunk in bands of 1 row, 32.0-33.4 of 2
+// or 4, 33.2-34.3 in one pass over all rows.
+inline constexpr size_t along_channels_band_rows = 1;
+
+namespace detail {
+// The input channels per tile of conv_weight_grad_along_channels: the most, up to 3 and dividing IC,
+// whose KW x CG x NV accumulators, 2 NV dz vectors and a broadcast fit 32 registers.
+constexpr size_t along_channels_group(size_t KW, size_t IC, size_t NV) {
+    size_t best = 1;
+    for (size_t cg = 2; cg <= 3; ++cg)
+        if (IC % cg == 0 && KW * cg * NV + 2 * NV + 1 <= 32) best = cg;
+    return best;
+}
+
+// One tile of conv_weight_grad_along_channels: kernel row ky, input channels [c0, c0 + CG), all output
+// pixels; g's rows of those taps += the sums. N: the chunk's samples if known at compile time (0: n).
+template <class T, int KW, int CG, int NV, size_t N>
+[[gnu::always_inline]] inline void conv_weight_grad_along_channels_tile(const ConvShape& s, const T* in, const T* dzt,
+                                                                        size_t run_time_n, size_t ky, size_t c0,
+                                                                        size_t oy0, size_t oy1, T* g) {
+    using V = simd::vec<T>;
+    constexpr size_t W = simd::width<T>;
+    const size_t n = N ? N : run_time_n, IC = s.IC, OC = s.OC;
+    V acc[KW][CG][NV];
+    auto g_row = [&](int kx, int c) { return g + ((ky * s.KW + size_t(kx)) * IC + c0 + size_t(c)) * OC; };
+#pragma GCC unroll 16
+    for (int kx = 0; kx < KW; ++kx)
+#pragma GCC unroll 16
+        for (int c = 0; c < CG; ++c)
+#pragma GCC unroll 16
+            for (int v = 0; v < NV; ++v) acc[kx][c][v] = loadv<V>(g_row(kx, c) + v * W);
+    // Q output pixels from ox, sample j: input column ox + col, channel c0 + c at a[(col * IC + c) * n]
+    auto pixels = [&]<int Q>(const T* a, const T* d) __attribute__((always_inline)) {
+        for (size_t j = 0; j < n; ++j) {
+            V dv[Q][NV];
+#pragma GCC unroll 16
+            for (int i = 0; i < Q; ++i)
+#pragma GCC unroll 16
+                for (int v = 0; v < NV; ++v) dv[i][v] = loadv<V>(d + (i * n + j) * OC + v * W);
+#pragma GCC unroll 16
+            for (int col = 0; col < Q + KW - 1; ++col)
+#pragma GCC unroll 16
+                for (int c = 0; c < CG; ++c) {
+                    const V b(a[(col * IC + c) * n + j]);
+#pragma GCC unroll 16
+                    for (int i = 0; i < Q; ++i) {
+                        const int kx = col - i;
+                        if (kx >= 0 && kx < KW) {
+#pragma GCC unroll 16
+                            for (int v = 0; v < NV; ++v) acc[kx][c][v] = simd::fma(b, dv[i][v], acc[kx][c][v]);
+                        }
+                    }
+                }
+        }
+    };
+    for (size_t oy = oy0; oy < oy1; ++oy) {
+        const T* a = in + (((oy + ky) * s.IW) * IC + c0) * n;
+        const T* d = dzt + oy * s.OW * n * OC;
+        size_t ox = 0;
+        for (; ox + 2 <= s.OW; ox += 2) pixels.template operator()<2>(a + ox * IC * n, d + ox * n * OC);
+        if (ox < s.OW) pixels.template operator()<1>(a + ox * IC * n, d + ox * n * OC);
+    }
+#pragma GCC unroll 16
+    for (int kx = 0; kx < KW; ++kx)
+#pragma GCC unroll 16
+        for (int c = 0; c < CG; ++c)
+#pragma GCC unroll 16
+            for (int v = 0; v < NV; ++v) storev(g_row(kx, c) + v * W, acc[kx][c][v]);
+}
+}  // namespace detail
+
+// g[k * OC + oc] += sum_{pixels p, samples j} in[(top_left(p) + patch[k]) * n + j] * dzt[(p * n + j) * OC + oc],
+// patch[(ky * KW + kx) * IC + c] = (ky * IW + kx) * IC + c. Needs conv_weight_grad_along_channels_fits<T>(s).
+// Each sum takes its terms output row by output row (added to g after each row), pixel pair by pixel pair,
+// sample by sample. Always inlined: with a layer's constexpr shape only its own tile is compiled.
+template <class T>
+[[gnu::always_inline]] inline void conv_weight_grad_along_channels(const ConvShape& s, const T* in, const T* dzt,
+                                                                   size_t n, T* g) {
+    constexpr size_t W = simd::width<T>;
+    const size_t NV = s.OC / W, CG = detail::along_channels_group(s.KW, s.IC, NV);
+    auto rows = [&]<int KW, int CG_, int NV_, size_t N>() __attribute__((always_inline)) {
+        for (size_t oy0 = 0; oy0 < s.OH; oy0 += along_channels_band_rows) {
+            const size_t oy1 = std::min(s.OH, oy0 + along_channels_band_rows);
+            for (size_t ky = 0; ky < s.KH; ++ky)
+                for (size_t c0 = 0; c0 < s.IC; c0 += CG_)
+                    detail::conv_weight_grad_along_channels_tile<T, KW, CG_, NV_, N>(s, in, dzt, n, ky, c0, oy0, oy1, g);
+        }
+    };
+    auto with_n = [&]<int KW, int CG_, int NV_>() __attribute__((always_inline)) {
+        if (n == W) rows.template operator()<KW, CG_, NV_, W>();
+        else rows.template operator()<KW, CG_, NV_, 0>();
+    };
+    // (along_channels_group picks no group whose accumulators do not fit, so the last branch is never empty)
+    auto with_nv = [&]<int KW, int CG_>() __attribute__((always_inline)) {
+        if (NV == 1) with_n.template operator()<KW, CG_, 1>();
+        else if constexpr (KW * CG_ * 2 + 5 <= 32) with_n.template operator()<KW, CG_, 2>();
+    };
+    auto with_cg = [&]<int KW>() __attribute__((always_inline)) {
+        if (CG == 1) with_nv.template operator()<KW, 1>();
+        else if (CG == 2) with_nv.template operator()<KW, 2>();
+        else with_nv.template operator()<KW, 3>();
+    };
+    if constexpr (simd::vector_registers >= 32) {
+        if (s.KW == 1) with_cg.template operator()<1>();
+        else if (s.KW == 2) with_cg.template operator()<2>();
+        else if (s.KW == 3) with_cg.template operator()<3>();
+        else if (s.KW == 4) with_cg.template operator()<4>();
+        else with_cg.template operator()<5>();
+    }
+}
+
 // dy[(p * C + c) * n + j] <- dz = Act::pullback(dy, s) at the same place, and db[c] += sum over the P
 // pixels and n samples of dz: a convolution's activation pullback and bias gradient in one pass over
 // dz (LeNet5's first convolution, a chunk of 16, measured: 3.7-4.0 us against 3.9-4.4 + 2.6-2.7 for two

@@ -76,6 +76,12 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
         // Saved: [padded input (same only)] [pre-activation (softplus, GELU)]. Scratch: the padded dz, then
         // dz in blocks of channels for the weight gradient where the kernel takes them (conv_dz_blocks).
         static constexpr bool dz_blocks = kernels::conv_dz_blocks(OC);
+        // Where the weight gradient runs with its vectors along the output channels (pullback), on dz
+        // transposed into the scratch that dz_blocks provides.
+        template <class T>
+        static constexpr bool along_channels = kernels::conv_weight_grad_along_channels_fits<T>(OC, KW);
+        static_assert(!(along_channels<float> || along_channels<double>) || dz_blocks,
+                      "Conv: the transposed dz needs the scratch of dz_blocks");
         static constexpr std::size_t saved_per_sample = xp_size + z_size;
         static constexpr std::size_t scratch_per_sample = DH * DW * OC + (dz_blocks ? out_size : 0);
 
@@ -177,9 +183,17 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
             using namespace kernels;
             const T* xp = same ? saved : x;
             if (n == 1) return pullback_one(p, g, xp, Act::derivative_from_output ? y : saved + xp_size, scratch, dy, dx);
-            conv_activation_parameter_grads<Act>(forward_shape, xp, dy, Act::derivative_from_output ? y : saved + xp_size * n,
-                                                 n, g, g + num_weights,
-                                                 dz_blocks ? scratch + DH * DW * OC * n : nullptr);
+            const T* act_s = Act::derivative_from_output ? y : saved + xp_size * n;
+            T* dz_scratch = dz_blocks ? scratch + DH * DW * OC * n : nullptr;
+            if constexpr (along_channels<T>) {
+                // dz = act'(s) dy in place and db += its channel sums; dz transposed to dzt[(p * n + j) * OC + oc];
+                // dW += the products along the channels (kernels/conv.hpp says why)
+                activation_pullback_channel_sums<Act>(OH * OW, OC, dy, act_s, n, g + num_weights);
+                transpose_channels_samples(OH * OW, OC, n, static_cast<const T*>(dy), dz_scratch);
+                conv_weight_grad_along_channels(forward_shape, xp, static_cast<const T*>(dz_scratch), n, g);
+            } else {
+                conv_activation_parameter_grads<Act>(forward_shape, xp, dy, act_s, n, g, g + num_weights, dz_scratch);
+            }
             if (dx) {
                 T* dzp = scratch;
                 pad_copy_sides(static_cast<const T*>(dy), OH, OW, OC, n, KH - 1 - pad_top, KW - 1 - pad_left,
@@ -191,15 +205,15 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
 
         // The pullback with dy produced band by band (layer.hpp's optional pullback_from_rows; chain.hpp calls
         // it when a MaxPool follows): rows(r0, r1, out) writes output rows [r0, r1) of dy to out. Where the
-        // parameter gradients run in bands of output rows (conv_band_rows) and no dx is wanted (the first
-        // layer), each band of dy is produced into scratch and used from L1 there, so the whole dy is never
-        // written; otherwise rows fills dy whole and pullback runs. The same bits either way.
+        // parameter gradients run in bands of output rows (conv_band_rows, not along_channels) and no dx is
+        // wanted (the first layer), each band of dy is produced into scratch and used from L1 there, so the
+        // whole dy is never written; otherwise rows fills dy whole and pullback runs. The same bits either way.
         template <class T, class Rows>
         static void pullback_from_rows(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
                                        std::size_t n, Rows&& rows, std::size_t row_block) {
             using namespace kernels;
             const std::size_t band = conv_band_rows<T>(forward_shape, n);
-            if (dx || band == 0) {
+            if (dx || band == 0 || along_channels<T>) {
                 rows(std::size_t{0}, OH, dy);
                 return pullback(p, g, x, y, saved, scratch, dy, dx, n);
             }
