@@ -74,7 +74,8 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
         static constexpr std::size_t xp_size = same ? XH * XW * C : 0;
         static constexpr std::size_t z_size = Act::derivative_from_output ? 0 : out_size;
         // Saved: [padded input (same only)] [pre-activation (softplus, GELU)]. Scratch: the padded dz, then
-        // dz in blocks of channels for the weight gradient where the kernel takes them (conv_dz_blocks).
+        // dz in blocks of channels for the weight gradient where the kernel takes them (conv_dz_blocks), or
+        // dz transposed (along_channels).
         static constexpr bool dz_blocks = kernels::conv_dz_blocks(OC);
         // Where the weight gradient runs with its vectors along the output channels (pullback), on dz
         // transposed into the scratch that dz_blocks provides.
