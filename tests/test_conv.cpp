@@ -359,7 +359,7 @@ template <class T>
 
 // conv_weight_grad_along_channels: one or two vectors of output channels (OC = W, 2W), every kernel
 // width it takes (1 to 5, so tiles of 1 to 5 columns), input channels that give every channel group
-// (IC = 6: 3 in float, 2 in double with 2 vectors; 4: 2; 5 and 7: 1), odd and even output widths (a
+// (IC = 6: 3 with one vector of channels, 2 with two; 4: 2; 5 and 7: 1), odd and even output widths (a
 // last single pixel per row, or none), and sample counts of one vector (compiled for it), fewer, and
 // more with a tail. Where the build does not take the route (no AVX-512, the scalar build), fits must
 // say so for every shape here.
@@ -391,7 +391,7 @@ TEMPLATE_TEST_CASE("conv_weight_grad_along_channels matches the twin", "[conv][k
             REQUIRE(test::max_rel_diff(g1, g2) < (sizeof(T) == 4 ? 2e-4 : 1e-11));
         }
     };
-    check.template operator()<6, 5, 5, W, 12, 12>();      // LeNet5's second convolution (in double: 2 vectors)
+    check.template operator()<6, 5, 5, W, 12, 12>();      // LeNet5's second convolution in float
     check.template operator()<6, 5, 5, 2 * W, 10, 11>();  // two vectors of channels, OW = 7
     check.template operator()<4, 3, 4, W, 6, 9>();        // 2 channels per tile, OW = 6
     check.template operator()<5, 2, 3, W, 5, 9>();        // one channel per tile, OW = 7

@@ -572,7 +572,7 @@ void conv_weight_grad_reference(const ConvShape& s, const T* in, const T* dz, si
 // row ky and CG input channels, KW x CG x NV accumulators, and it takes the output pixels of a row two
 // at a time: input value (ox + col, c) meets pixel ox + i's dz at kernel column kx = col - i, so per
 // sample it loads 2 NV dz vectors and (KW + 1) CG input values for 2 KW CG NV FMAs (LeNet5's second
-// convolution in float: 18 loads per 30 FMAs, against 31 per 30 one pixel at a time and 10 vector loads
+// convolution in float: 20 loads per 30 FMAs, against 31 per 30 one pixel at a time and 10 vector loads
 // per 24 FMAs plus the horizontal sums in conv_weight_grad's tiles). The Conv layer's pullback without
 // dx on LeNet5's second convolution, a chunk of 16, 1 thread, Sapphire Rapids-class Xeon: float
 // 39.7-40.9 -> 33.4-35.5 us, double 92.9-93.6 -> 65.0-66.3 us (docs/profile.md).
