@@ -603,9 +603,7 @@ void transpose_channels_samples(size_t P, size_t C, size_t n, const T* dz, T* dz
             return;
         }
 #endif
-    for (size_t p = 0; p < P; ++p)
-        for (size_t c = 0; c < C; ++c)
-            for (size_t j = 0; j < n; ++j) dzt[(p * n + j) * C + c] = dz[(p * C + c) * n + j];
+    for (size_t p = 0; p < P; ++p) scatter_transpose(dz + p * C * n, C, n, dzt + p * n * C);
 }
 
 // Output rows per band of conv_weight_grad_along_channels: all tiles run over one row of output pixels,
