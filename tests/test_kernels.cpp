@@ -298,12 +298,15 @@ TEMPLATE_TEST_CASE("gemv_t matches its scalar twin", "[kernel]", float, double) 
 
 TEMPLATE_TEST_CASE("activation_pullback_channel_sums matches its scalar twin", "[kernel]", float, double) {
     // Tanh (derivative from the output) and Softplus (from the pre-activation, through exp, whose vector
-    // and scalar forms may round differently).
+    // and scalar forms may round differently). n: the odd sizes, and one and two whole vectors (8, 16
+    // and 32 cover both in float and double), which take a loop of their own, with and without blocks.
     using T = TestType;
     auto check = [&]<class Act>() {
+        std::vector<std::size_t> ns(std::begin(sizes), std::end(sizes));
+        ns.insert(ns.end(), {8, 16, 32});
         for (std::size_t P : {std::size_t(1), std::size_t(3), std::size_t(17)})
             for (std::size_t C : {std::size_t(1), std::size_t(6), std::size_t(7), std::size_t(16)})
-                for (std::size_t n : sizes) {
+                for (std::size_t n : ns) {
                     const auto dy = test::random_vector<T>(P * C * n, P * 31 + C * 7 + n);
                     const auto s = test::random_vector<T>(P * C * n, P + C + n);  // stand-ins for outputs or z
                     auto dz1 = dy, dz2 = dy;

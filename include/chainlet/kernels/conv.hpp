@@ -576,10 +576,21 @@ void conv_weight_grad_reference(const ConvShape& s, const T* in, const T* dz, si
 // per 24 FMAs plus the horizontal sums in conv_weight_grad's tiles). The Conv layer's pullback without
 // dx on LeNet5's second convolution, a chunk of 16, 1 thread, Sapphire Rapids-class Xeon: float
 // 39.7-40.9 -> 33.4-35.5 us, double 92.9-93.6 -> 65.0-66.3 us (docs/profile.md).
+namespace detail {
+// The register budget of one tile of conv_weight_grad_along_channels: KW x CG x NV accumulators, the
+// 2 NV dz vectors of a pixel pair and a broadcast input value.
+constexpr bool along_channels_tile_fits(size_t KW, size_t CG, size_t NV) {
+    return KW * CG * NV + 2 * NV + 1 <= static_cast<size_t>(simd::vector_registers);
+}
+// What conv_weight_grad_along_channels dispatches to: kernel widths 1 to 5, one or two vectors of channels.
+inline constexpr size_t along_channels_max_kw = 5, along_channels_max_vectors = 2;
+}  // namespace detail
+
 template <class T>
 constexpr bool conv_weight_grad_along_channels_fits(size_t OC, size_t KW) {
     constexpr size_t W = simd::width<T>;
-    return simd::enabled && simd::vector_registers >= 32 && OC % W == 0 && OC / W <= 2 && KW <= 5;
+    return simd::enabled && simd::vector_registers >= 32 && OC % W == 0 && OC / W <= detail::along_channels_max_vectors &&
+           KW <= detail::along_channels_max_kw && detail::along_channels_tile_fits(KW, 1, OC / W);
 }
 template <class T>
 constexpr bool conv_weight_grad_along_channels_fits(const ConvShape& s) {
@@ -616,11 +627,11 @@ inline constexpr size_t along_channels_band_rows = 1;
 
 namespace detail {
 // The input channels per tile of conv_weight_grad_along_channels: the most, up to 3 and dividing IC,
-// whose KW x CG x NV accumulators, 2 NV dz vectors and a broadcast fit 32 registers.
+// whose tile fits the registers (along_channels_tile_fits).
 constexpr size_t along_channels_group(size_t KW, size_t IC, size_t NV) {
     size_t best = 1;
     for (size_t cg = 2; cg <= 3; ++cg)
-        if (IC % cg == 0 && KW * cg * NV + 2 * NV + 1 <= 32) best = cg;
+        if (IC % cg == 0 && along_channels_tile_fits(KW, cg, NV)) best = cg;
     return best;
 }
 
@@ -705,7 +716,7 @@ template <class T>
     // (along_channels_group picks no group whose accumulators do not fit, so the last branch is never empty)
     auto with_nv = [&]<int KW, int CG_>() __attribute__((always_inline)) {
         if (NV == 1) with_n.template operator()<KW, CG_, 1>();
-        else if constexpr (KW * CG_ * 2 + 5 <= 32) with_n.template operator()<KW, CG_, 2>();
+        else if constexpr (detail::along_channels_tile_fits(KW, CG_, 2)) with_n.template operator()<KW, CG_, 2>();
     };
     auto with_cg = [&]<int KW>() __attribute__((always_inline)) {
         if (CG == 1) with_nv.template operator()<KW, 1>();
@@ -751,25 +762,59 @@ void activation_pullback_channel_sums_carried(size_t P, size_t C, T* dy, const T
             acc[i] = carried_acc ? carried_acc[c0 + i] : V(T(0));
             tail[i] = carried_acc ? carried_tail[c0 + i] : T(0);
         }
-        for (size_t p = 0; p < P; ++p)
-            for (int i = 0; i < CB; ++i) {
-                T* d = dy + (p * C + c0 + i) * n;
-                const T* si = s + (p * C + c0 + i) * n;
-                T* b = blocks ? blocks + (c0 * P + p * CB + i) * n : nullptr;
-                size_t v = 0;
-                if constexpr (simd::enabled)
-                    for (; v < nv; v += W) {
-                        const V z = Act::pullback(loadv<V>(d + v), loadv<V>(si + v));
-                        storev(d + v, z);
-                        if (b) storev(b + v, z);
-                        acc[i] += z;
-                    }
-                for (; v < n; ++v) {
-                    d[v] = Act::pullback(d[v], si[v]);
-                    if (b) b[v] = d[v];
-                    tail[i] += d[v];
+        const bool whole_vectors = simd::enabled && (n == W || n == 2 * W);
+        if constexpr (simd::enabled) if (whole_vectors) {
+            // n one or two whole vectors (a chunk of 16 floats is one): the same operations in the same
+            // order, with no loop or tail test per row, pointers stepped and the sums in local registers
+            // (with the generic loop's per-row indexing GCC 12 kept them on the stack). LeNet5's first
+            // convolution's pullback, a chunk of 16, 1 thread: 27.7-30.6 -> 23.0 us, this pass 11.5 -> 4.8
+            // us of it (perf), same bits (docs/profile.md, 2026-11-29, 03:23-).
+            auto rows = [&]<size_t NVC, bool to_blocks>() {
+                V sum[CB];
+                for (int i = 0; i < CB; ++i) sum[i] = acc[i];
+                T* d = dy + c0 * n;
+                const T* si = s + c0 * n;
+                T* b = to_blocks ? blocks + c0 * P * n : nullptr;
+                for (size_t p = 0; p < P; ++p, d += C * n, si += C * n) {
+#pragma GCC unroll 8
+                    for (int i = 0; i < CB; ++i)
+#pragma GCC unroll 2
+                        for (size_t v = 0; v < NVC * W; v += W) {
+                            const V z = Act::pullback(loadv<V>(d + i * NVC * W + v), loadv<V>(si + i * NVC * W + v));
+                            storev(d + i * NVC * W + v, z);
+                            if constexpr (to_blocks) storev(b + i * NVC * W + v, z);
+                            sum[i] += z;
+                        }
+                    if constexpr (to_blocks) b += CB * NVC * W;
                 }
-            }
+                for (int i = 0; i < CB; ++i) acc[i] = sum[i];
+            };
+            if (n == W)
+                blocks ? rows.template operator()<1, true>() : rows.template operator()<1, false>();
+            else
+                blocks ? rows.template operator()<2, true>() : rows.template operator()<2, false>();
+        }
+        if (!whole_vectors) {
+            for (size_t p = 0; p < P; ++p)
+                for (int i = 0; i < CB; ++i) {
+                    T* d = dy + (p * C + c0 + i) * n;
+                    const T* si = s + (p * C + c0 + i) * n;
+                    T* b = blocks ? blocks + (c0 * P + p * CB + i) * n : nullptr;
+                    size_t v = 0;
+                    if constexpr (simd::enabled)
+                        for (; v < nv; v += W) {
+                            const V z = Act::pullback(loadv<V>(d + v), loadv<V>(si + v));
+                            storev(d + v, z);
+                            if (b) storev(b + v, z);
+                            acc[i] += z;
+                        }
+                    for (; v < n; ++v) {
+                        d[v] = Act::pullback(d[v], si[v]);
+                        if (b) b[v] = d[v];
+                        tail[i] += d[v];
+                    }
+                }
+        }
         for (int i = 0; i < CB; ++i) {
             if (carried_acc) {
                 carried_acc[c0 + i] = acc[i];
