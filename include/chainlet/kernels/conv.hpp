@@ -577,12 +577,8 @@ void conv_weight_grad_reference(const ConvShape& s, const T* in, const T* dz, si
 // dx on LeNet5's second convolution, a chunk of 16, 1 thread, Sapphire Rapids-class Xeon: float
 // 39.7-40.9 -> 33.4-35.5 us, double 92.9-93.6 -> 65.0-66.3 us (docs/profile.md).
 namespace detail {
-// The register budget of one tile of conv_weight_grad_along_channels: KW x CG x NV accumulators, the
-// 2 NV dz vectors of a pixel pair and a broadcast input value.
-constexpr bool along_channels_tile_fits(size_t KW, size_t CG, size_t NV) {
-    return KW * CG * NV + 2 * NV + 1 <= static_cast<size_t>(simd::vector_registers);
-}
-// What conv_weight_grad_along_channels dispatches to: kernel widths 1 to 5, one or two vectors of channels.
+// What conv_weight_grad_along_channels dispatches to: kernel widths 1 to 5, one or two vectors of channels
+// (whose tiles of one input channel all fit 32 registers, along_channels_tile_fits).
 inline constexpr size_t along_channels_max_kw = 5, along_channels_max_vectors = 2;
 }  // namespace detail
 
@@ -590,7 +586,7 @@ template <class T>
 constexpr bool conv_weight_grad_along_channels_fits(size_t OC, size_t KW) {
     constexpr size_t W = simd::width<T>;
     return simd::enabled && simd::vector_registers >= 32 && OC % W == 0 && OC / W <= detail::along_channels_max_vectors &&
-           KW <= detail::along_channels_max_kw && detail::along_channels_tile_fits(KW, 1, OC / W);
+           KW <= detail::along_channels_max_kw;
 }
 template <class T>
 constexpr bool conv_weight_grad_along_channels_fits(const ConvShape& s) {
@@ -598,19 +594,19 @@ constexpr bool conv_weight_grad_along_channels_fits(const ConvShape& s) {
 }
 
 // dzt[(p * n + j) * C + c] = dz[(p * C + c) * n + j]: each pixel's C x n block transposed (16 x 16 float
-// blocks in registers with AVX-512, detail::transpose_16x16).
+// blocks in registers with AVX-512, detail::transpose_strip).
 template <class T>
 void transpose_channels_samples(size_t P, size_t C, size_t n, const T* dz, T* dzt) {
 #if !defined(CHAINLET_SCALAR) && defined(__AVX512F__)
+    constexpr size_t B = detail::transpose_block;
     if constexpr (std::is_same_v<T, float>)
-        if (C % 16 == 0 && n % 16 == 0) {
+        if (C % B == 0 && n % B == 0) {
             for (size_t p = 0; p < P; ++p)
-                for (size_t c0 = 0; c0 < C; c0 += 16)
-                    for (size_t j0 = 0; j0 < n; j0 += 16) {
-                        const float* rows[16];
-                        for (size_t i = 0; i < 16; ++i) rows[i] = dz + (p * C + c0 + i) * n + j0;
-                        detail::transpose_16x16(rows, dzt + (p * n + j0) * C + c0, C);
-                    }
+                for (size_t c0 = 0; c0 < C; c0 += B) {
+                    const float* rows[B];
+                    for (size_t i = 0; i < B; ++i) rows[i] = dz + (p * C + c0 + i) * n;
+                    detail::transpose_strip(rows, n, dzt + p * n * C + c0, C);
+                }
             return;
         }
 #endif
@@ -626,6 +622,12 @@ void transpose_channels_samples(size_t P, size_t C, size_t n, const T* dz, T* dz
 inline constexpr size_t along_channels_band_rows = 1;
 
 namespace detail {
+// The register budget of one tile of conv_weight_grad_along_channels: KW x CG x NV accumulators, the
+// 2 NV dz vectors of a pixel pair and a broadcast input value.
+constexpr bool along_channels_tile_fits(size_t KW, size_t CG, size_t NV) {
+    return KW * CG * NV + 2 * NV + 1 <= static_cast<size_t>(simd::vector_registers);
+}
+
 // The input channels per tile of conv_weight_grad_along_channels: the most, up to 3 and dividing IC,
 // whose tile fits the registers (along_channels_tile_fits).
 constexpr size_t along_channels_group(size_t KW, size_t IC, size_t NV) {
@@ -762,59 +764,52 @@ void activation_pullback_channel_sums_carried(size_t P, size_t C, T* dy, const T
             acc[i] = carried_acc ? carried_acc[c0 + i] : V(T(0));
             tail[i] = carried_acc ? carried_tail[c0 + i] : T(0);
         }
-        const bool whole_vectors = simd::enabled && (n == W || n == 2 * W);
-        if constexpr (simd::enabled) if (whole_vectors) {
-            // n one or two whole vectors (a chunk of 16 floats is one): the same operations in the same
-            // order, with no loop or tail test per row, pointers stepped and the sums in local registers
-            // (with the generic loop's per-row indexing GCC 12 kept them on the stack). LeNet5's first
-            // convolution's pullback, a chunk of 16, 1 thread: 27.7-30.6 -> 23.0 us, this pass 11.5 -> 4.8
-            // us of it (perf), same bits (docs/profile.md, 2026-11-29, 03:23-).
-            auto rows = [&]<size_t NVC, bool to_blocks>() {
-                V sum[CB];
-                for (int i = 0; i < CB; ++i) sum[i] = acc[i];
-                T* d = dy + c0 * n;
-                const T* si = s + c0 * n;
-                T* b = to_blocks ? blocks + c0 * P * n : nullptr;
-                for (size_t p = 0; p < P; ++p, d += C * n, si += C * n) {
-#pragma GCC unroll 8
-                    for (int i = 0; i < CB; ++i)
-#pragma GCC unroll 2
-                        for (size_t v = 0; v < NVC * W; v += W) {
-                            const V z = Act::pullback(loadv<V>(d + i * NVC * W + v), loadv<V>(si + i * NVC * W + v));
-                            storev(d + i * NVC * W + v, z);
-                            if constexpr (to_blocks) storev(b + i * NVC * W + v, z);
-                            sum[i] += z;
-                        }
-                    if constexpr (to_blocks) b += CB * NVC * W;
-                }
-                for (int i = 0; i < CB; ++i) acc[i] = sum[i];
-            };
-            if (n == W)
-                blocks ? rows.template operator()<1, true>() : rows.template operator()<1, false>();
-            else
-                blocks ? rows.template operator()<2, true>() : rows.template operator()<2, false>();
-        }
-        if (!whole_vectors) {
-            for (size_t p = 0; p < P; ++p)
+        // NVC: n as a compile-time count of whole vectors (1 or 2: a chunk of 16 floats is one), so that no
+        // loop or tail test runs per row; 0: any n, its last n % W values as scalars. Pointers stepped per
+        // pixel and the vector sums in local registers (with per-row index products GCC 12 kept them on the
+        // stack); the same operations in the same order for every NVC. LeNet5's first convolution's
+        // pullback, a chunk of 16, 1 thread: 27.7-27.9 -> 23.0 us, this pass 11.5 -> 4.8 us of it (perf),
+        // same bits (docs/profile.md, 2026-11-29, 03:23-).
+        auto rows = [&]<size_t NVC, bool to_blocks>() {
+            const size_t row_n = NVC ? NVC * W : n, vectors = NVC ? NVC * W : nv;
+            V sum[CB];
+            for (int i = 0; i < CB; ++i) sum[i] = acc[i];
+            T* d = dy + c0 * row_n;
+            const T* si = s + c0 * row_n;
+            T* b = to_blocks ? blocks + c0 * P * row_n : nullptr;
+            for (size_t p = 0; p < P; ++p, d += C * row_n, si += C * row_n) {
+#pragma GCC unroll 4
                 for (int i = 0; i < CB; ++i) {
-                    T* d = dy + (p * C + c0 + i) * n;
-                    const T* si = s + (p * C + c0 + i) * n;
-                    T* b = blocks ? blocks + (c0 * P + p * CB + i) * n : nullptr;
+                    T* di = d + i * row_n;
+                    const T* sii = si + i * row_n;
+                    T* bi = to_blocks ? b + i * row_n : nullptr;
                     size_t v = 0;
                     if constexpr (simd::enabled)
-                        for (; v < nv; v += W) {
-                            const V z = Act::pullback(loadv<V>(d + v), loadv<V>(si + v));
-                            storev(d + v, z);
-                            if (b) storev(b + v, z);
-                            acc[i] += z;
+#pragma GCC unroll 2
+                        for (; v < vectors; v += W) {
+                            const V z = Act::pullback(loadv<V>(di + v), loadv<V>(sii + v));
+                            storev(di + v, z);
+                            if constexpr (to_blocks) storev(bi + v, z);
+                            sum[i] += z;
                         }
-                    for (; v < n; ++v) {
-                        d[v] = Act::pullback(d[v], si[v]);
-                        if (b) b[v] = d[v];
-                        tail[i] += d[v];
-                    }
+                    if constexpr (NVC == 0)
+                        for (; v < row_n; ++v) {
+                            di[v] = Act::pullback(di[v], sii[v]);
+                            if constexpr (to_blocks) bi[v] = di[v];
+                            tail[i] += di[v];
+                        }
                 }
-        }
+                if constexpr (to_blocks) b += CB * row_n;
+            }
+            for (int i = 0; i < CB; ++i) acc[i] = sum[i];
+        };
+        auto with_blocks = [&]<size_t NVC>() {
+            if (blocks) rows.template operator()<NVC, true>();
+            else rows.template operator()<NVC, false>();
+        };
+        if (simd::enabled && n == W) with_blocks.template operator()<1>();
+        else if (simd::enabled && n == 2 * W) with_blocks.template operator()<2>();
+        else with_blocks.template operator()<0>();
         for (int i = 0; i < CB; ++i) {
             if (carried_acc) {
                 carried_acc[c0 + i] = acc[i];

@@ -285,6 +285,17 @@ inline void transpose_block_of(const float* const* rows, float* out, size_t ld) 
 
 #if !defined(CHAINLET_SCALAR) && defined(__AVX__)
 namespace detail {
+// out[j * ld + i] = rows[i][j] for i < transpose_block and j < length (a multiple of the block): the
+// strip of those rows, block after block along j.
+inline void transpose_strip(const float* const* rows, size_t length, float* out, size_t ld) {
+    constexpr size_t B = transpose_block;
+    for (size_t j = 0; j < length; j += B) {
+        const float* block[B];
+        for (size_t i = 0; i < B; ++i) block[i] = rows[i] + j;
+        transpose_block_of(block, out + j * ld, ld);
+    }
+}
+
 // gather_transpose of floats in blocks of B samples x B features through the block transpose; the
 // plain loop does the features and samples left over. Kept out of line: the caller's inlining (and
 // GCC's view of its buffers) stays as it was without it.
@@ -295,11 +306,7 @@ namespace detail {
     for (size_t s0 = 0; s0 < blocked; s0 += B) {
         const float* rows[B];
         for (size_t i = 0; i < B; ++i) rows[i] = src + static_cast<size_t>(index ? index[s0 + i] : s0 + i) * F;
-        for (size_t f = 0; f < blocked_features; f += B) {
-            const float* block[B];
-            for (size_t i = 0; i < B; ++i) block[i] = rows[i] + f;
-            transpose_block_of(block, dst + f * n + s0, n);
-        }
+        transpose_strip(rows, blocked_features, dst + s0, n);
         if (blocked_features < F)
             gather_transpose_part(src, F, index, n, dst, std::identity{}, s0, s0 + B, blocked_features);
     }
