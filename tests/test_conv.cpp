@@ -322,6 +322,42 @@ TEMPLATE_TEST_CASE("conv_weight_grad's register tiles match the twin", "[conv][k
     check.template operator()<1, 5, 7, 8>();   // K = 35: 6 x 5 + 2 + 2 + 1 with 16 registers
 }
 
+// The one-input-channel route of conv_weight_grad (sliding tiles of P = 4 pixels, or 2 with two vectors of
+// samples; groups of 3 output channels): every kernel width it takes (1 to 5), output rows of 1 to 7
+// pixels (every remainder of P, and rows shorter than P), channel counts leaving groups of 1 and 2, one
+// and two vectors of samples, against the twin; and the shapes it does not take (7 columns, two input
+// channels, a scalar tail) still right.
+TEMPLATE_TEST_CASE("conv_weight_grad's one-channel sliding tiles match the twin", "[conv][kernel]", float, double) {
+    using T = TestType;
+    constexpr std::size_t W = simd::width<T>;
+    auto check = [&]<std::size_t IC, std::size_t KH, std::size_t KW, std::size_t OC>(std::size_t IW) {
+        constexpr std::size_t IH = KH + 2;
+        std::vector<std::uint32_t> patch(KH * KW * IC);
+        kernels::patch_offsets(KH, KW, IC, IW, patch.data());
+        const kernels::ConvShape s{IW, IC, IH - KH + 1, IW - KW + 1, OC, KH, KW, patch.data(), 0, IH, 0, IW};
+        for (std::size_t n : {W, 2 * W, W + 1}) {
+            INFO("IC=" << IC << " KH=" << KH << " KW=" << KW << " OC=" << OC << " OW=" << s.OW << " n=" << n);
+            const bool taken = simd::enabled && simd::vector_registers >= 32 && IC == 1 && KW <= 5 && n % W == 0;
+            REQUIRE(kernels::detail::conv_weight_grad_one_channel_fits<T>(s, n) == taken);
+            const auto in = test::random_vector<T>(IH * IW * IC * n, 31 + n);
+            const auto dz = test::random_vector<T>(s.OH * s.OW * OC * n, 32 + n);
+            auto g1 = test::random_vector<T>(s.K() * OC, 33), g2 = g1;
+            kernels::conv_weight_grad(s, in.data(), dz.data(), n, g1.data());
+            kernels::conv_weight_grad_reference(s, in.data(), dz.data(), n, g2.data());
+            REQUIRE(test::max_rel_diff(g1, g2) < (sizeof(T) == 4 ? 2e-5 : 1e-13));
+        }
+    };
+    for (std::size_t OW = 1; OW <= 7; ++OW) {
+        check.template operator()<1, 2, 1, 4>(OW);  // groups 3 + 1
+        check.template operator()<1, 1, 2, 5>(OW + 1);  // 3 + 2
+        check.template operator()<1, 3, 3, 6>(OW + 2);
+        check.template operator()<1, 2, 4, 2>(OW + 3);
+        check.template operator()<1, 5, 5, 7>(OW + 4);  // 3 + 3 + 1
+    }
+    check.template operator()<1, 3, 7, 6>(9);  // 7 columns: not taken
+    check.template operator()<2, 3, 3, 6>(8);  // two input channels: not taken
+}
+
 TEMPLATE_TEST_CASE("conv_weight_grad: every other tile sweeps its pixels backward", "[conv][kernel]", float, double) {
     // The order of a sweep shows in a sum where it matters: dz is big (8 ulp of it exceed 1) at the first
     // output pixel, 1 at the pixels between and 0 at the last, and the image is all ones. Each lane of a

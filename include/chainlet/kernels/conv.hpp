@@ -514,6 +514,133 @@ template <class T, bool channels_outer = false, class Tile>
 }
 }  // namespace detail
 
+// Carried weight-gradient sums (vectors on the stack), K * OC at most: conv_weight_grad's one-channel
+// route and conv_activation_parameter_grads' bands.
+inline constexpr size_t conv_band_state = 256;
+
+// The weight gradient of a convolution of one input channel (a first layer on gray images: LeNet5's
+// first), vectors along the samples as in conv_weight_grad, in tiles that slide along the output pixels
+// of a row. A tile is one kernel row ky and CG output channels, KW x CG accumulators; it takes P pixels at
+// a time: their dz vectors stay in registers, and input column ox + col, loaded once, meets pixel ox + i
+// at kernel column col - i. Per P pixels it loads P CG dz vectors and P + KW - 1 input vectors for P KW
+// CG FMAs (5 x 3 tiles of 4 pixels in float: 20 loads per 60 FMAs), where conv_weight_grad's 4 x 6 tiles
+// of the same shape load 10 per 24 and its 1 x 6 tile 7 per 6. Each lane of a sum takes its pixels in
+// order, and within a pixel its NV vectors of samples in order, as conv_weight_grad's forward sweeps do;
+// conv_weight_grad_add_carried reduces the sums tile by tile as those tiles do, so the bits are theirs.
+// LeNet5's first convolution's weight gradient, a chunk of 16, 1 thread, Sapphire Rapids-class Xeon, the
+// same chunk again and again: float 17.8-18.3 -> 14.7 us per chunk (150 -> 188 GFLOP/s), double 42.9-44.3
+// -> 32.6 us; with its activation pullback in bands of 2 rows (its route in a Conv layer's pullback)
+// 21.6-22.4 -> 20.0 us in float (docs/profile.md, 2026-11-29, 06:04-).
+namespace detail {
+inline constexpr size_t one_channel_max_kw = 5;
+// Pixels per tile step: the tile's dz vectors, its accumulators and an input vector per vector of samples
+// fit 32 registers for KW <= 5 and CG <= 3 (28 in float, 29 in double with two vectors of samples).
+template <int NV>
+inline constexpr int one_channel_pixels = NV == 1 ? 4 : 2;
+
+// Whether conv_weight_grad_one_channel takes s and n: one input channel, the patch of a dense kernel
+// (patch[ky * KW + kx] = ky * IW + kx), at most one_channel_max_kw columns, one or two vectors of samples,
+// 32 vector registers.
+template <class T>
+bool conv_weight_grad_one_channel_fits(const ConvShape& s, size_t n) {
+    constexpr size_t W = simd::width<T>;
+    if (!(simd::enabled && simd::vector_registers >= 32 && s.IC == 1 && s.KW <= one_channel_max_kw &&
+          (n == W || n == 2 * W)))
+        return false;
+    for (size_t k = 0; k < s.K(); ++k)
+        if (s.patch[k] != k / s.KW * s.IW + k % s.KW) return false;
+    return true;
+}
+
+// carried[(ky * KW + kx) * OC + c0 + c] += the products of kernel row ky, channels [c0, c0 + CG), over all
+// of s's output pixels, lane by lane.
+template <class T, int KW, int CG, int NV>
+[[gnu::always_inline]] inline void conv_weight_grad_one_channel_tile(const ConvShape& s, const T* in, const T* dz,
+                                                                     size_t ky, size_t c0, simd::vec<T>* carried) {
+    using V = simd::vec<T>;
+    constexpr size_t W = simd::width<T>, n = NV * W;
+    constexpr int P = one_channel_pixels<NV>;
+    static_assert(KW * CG + P * CG * NV + NV <= 32, "the sliding tile does not fit 32 vector registers");
+    const size_t OC = s.OC;
+    V acc[KW][CG];
+    for (int kx = 0; kx < KW; ++kx)
+        for (int c = 0; c < CG; ++c) acc[kx][c] = carried[(ky * KW + size_t(kx)) * OC + c0 + size_t(c)];
+    // Q pixels from ox: input column ox + col at x + col * n, pixel ox + i's channel c0 + c at d + (i OC + c) n
+    auto pixels = [&]<int Q>(const T* x, const T* d) __attribute__((always_inline)) {
+        V dv[Q][CG][NV];
+#pragma GCC unroll 16
+        for (int i = 0; i < Q; ++i)
+#pragma GCC unroll 16
+            for (int c = 0; c < CG; ++c)
+#pragma GCC unroll 16
+                for (int u = 0; u < NV; ++u) dv[i][c][u] = pinned(loadv<V>(d + (size_t(i) * OC + size_t(c)) * n + u * W));
+#pragma GCC unroll 16
+        for (int col = 0; col < Q + KW - 1; ++col) {
+            V xv[NV];
+#pragma GCC unroll 16
+            for (int u = 0; u < NV; ++u) xv[u] = pinned(loadv<V>(x + size_t(col) * n + u * W));
+#pragma GCC unroll 16
+            for (int i = 0; i < Q; ++i) {
+                const int kx = col - i;
+                if (kx < 0 || kx >= KW) continue;
+#pragma GCC unroll 16
+                for (int c = 0; c < CG; ++c)
+#pragma GCC unroll 16
+                    for (int u = 0; u < NV; ++u) acc[kx][c] = simd::fma(xv[u], dv[i][c][u], acc[kx][c]);
+            }
+        }
+    };
+    for (size_t oy = 0; oy < s.OH; ++oy) {
+        const T* x = in + (oy + ky) * s.IW * n;
+        const T* d = dz + (oy * s.OW * OC + c0) * n;
+        size_t ox = 0;
+        for (; ox + P <= s.OW; ox += P) pixels.template operator()<P>(x + ox * n, d + ox * OC * n);
+        for (; ox < s.OW; ++ox) pixels.template operator()<1>(x + ox * n, d + ox * OC * n);
+    }
+    for (int kx = 0; kx < KW; ++kx)
+        for (int c = 0; c < CG; ++c) carried[(ky * KW + size_t(kx)) * OC + c0 + size_t(c)] = acc[kx][c];
+}
+
+// carried[k * OC + oc] += the products of weight (k, oc) over s's output pixels, lane by lane, dz in the
+// layers' layout. Needs conv_weight_grad_one_channel_fits<T>(s, n).
+template <class T>
+void conv_weight_grad_one_channel(const ConvShape& s, const T* in, const T* dz, size_t n, simd::vec<T>* carried) {
+    auto tiles = [&]<int KW, int NV>() {
+        for (size_t ky = 0; ky < s.KH; ++ky)
+            for_row_blocks<3>(s.OC, [&]<int CG>(size_t c0) {
+                conv_weight_grad_one_channel_tile<T, KW, CG, NV>(s, in, dz, ky, c0, carried);
+            });
+    };
+    auto with_kw = [&]<int NV>() {
+        switch (s.KW) {
+            case 1: return tiles.template operator()<1, NV>();
+            case 2: return tiles.template operator()<2, NV>();
+            case 3: return tiles.template operator()<3, NV>();
+            case 4: return tiles.template operator()<4, NV>();
+            default: return tiles.template operator()<5, NV>();
+        }
+    };
+    if (n == simd::width<T>) with_kw.template operator()<1>();
+    else with_kw.template operator()<2>();
+}
+
+// g[k * OC + oc] += the sum of the lanes of carried[k * OC + oc], reduced in the groups of
+// conv_weight_grad's tiles (for_weight_grad_tiles), so with the bits of their horizontal sums.
+template <class T>
+void conv_weight_grad_add_carried(const ConvShape& s, const simd::vec<T>* carried, T* g) {
+    using V = simd::vec<T>;
+    for_weight_grad_tiles<T>(s, [&]<int MR, int PR>(size_t k0, size_t oc0, bool) {
+        V acc[MR * PR];
+        for (int i = 0; i < MR; ++i)
+            for (int j = 0; j < PR; ++j) acc[i * PR + j] = carried[(k0 + size_t(i)) * s.OC + oc0 + size_t(j)];
+        T out[MR][PR] = {};
+        conv_weight_grad_add_sums<V, MR, PR>(acc, out);
+        for (int i = 0; i < MR; ++i)
+            for (int j = 0; j < PR; ++j) g[(k0 + size_t(i)) * s.OC + oc0 + size_t(j)] += out[i][j];
+    });
+}
+}  // namespace detail
+
 // The order of the pixels in each tile of conv_weight_grad: every other tile backward
 // (for_weight_grad_tiles says why), or all forward, as conv_activation_parameter_grads' bands take them.
 enum class Sweeps { alternating, forward };
@@ -523,10 +650,22 @@ enum class Sweeps { alternating, forward };
 // all pixels and samples and sums them horizontally once; the samples past the last full vector go
 // through the same loop as scalars. dz may be laid out otherwise (DzLayout): the sums are the same, and
 // so with channels_outer (for_weight_grad_tiles), which only orders the tiles.
+// One input channel (detail::conv_weight_grad_one_channel_fits), dz in the layers' layout and at most
+// conv_band_state sums: the sliding tiles of detail::conv_weight_grad_one_channel, which give the bits of
+// the forward sweeps whichever `sweeps` asks for (their image, one channel, is read once per kernel row
+// and channel group, so a backward sweep has nothing to win).
 template <bool channels_outer = false, Sweeps sweeps = Sweeps::alternating, class T>
 void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, DzLayout layout, size_t n, T* g) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
+    if (layout.channel == n && layout.pixel == s.OC * n && s.K() * s.OC <= conv_band_state &&
+        detail::conv_weight_grad_one_channel_fits<T>(s, n)) {
+        V carried[conv_band_state];
+        std::fill_n(carried, s.K() * s.OC, V(T(0)));
+        detail::conv_weight_grad_one_channel(s, in, dz, n, carried);
+        detail::conv_weight_grad_add_carried(s, static_cast<const V*>(carried), g);
+        return;
+    }
     const size_t nv = simd::enabled ? n - n % W : 0, nv2 = nv - nv % (2 * W);
     detail::for_weight_grad_tiles<T, channels_outer>(s, [&]<int MR, int PR>(size_t k0, size_t oc0, bool backward) {
         T out[MR][PR] = {};
@@ -859,7 +998,6 @@ void activation_pullback_channel_sums(size_t P, size_t C, T* dy, const T* s, siz
 // 2026-11-27, 08:54-).
 inline constexpr size_t conv_band_bytes = 20 * 1024;      // dz per band, about two thirds of a 32 KiB L1
 inline constexpr size_t conv_band_min_bytes = 64 * 1024;  // whole dz from which bands are used
-inline constexpr size_t conv_band_state = 256;            // carried tile accumulators, K * OC at most
 inline constexpr size_t conv_band_channels = 64;          // carried channel sums, OC at most
 
 // Output rows per band for conv_activation_parameter_grads, or 0 for one pass: bands only when the
@@ -901,6 +1039,8 @@ void conv_activation_parameter_grads_banded(const ConvShape& s, const T* in, con
     std::fill_n(tiles, s.K() * s.OC, V(T(0)));
     std::fill_n(sums, s.OC, V(T(0)));
     std::fill_n(tails, s.OC, T(0));
+    // one input channel: the sliding tiles of conv_weight_grad's one-channel route, their sums in tiles[k * OC + oc]
+    const bool one_channel = detail::conv_weight_grad_one_channel_fits<T>(s, n);
     for (size_t r0 = 0; r0 < s.OH; r0 += rows) {
         ConvShape band = s;
         band.OH = std::min(rows, s.OH - r0);
@@ -909,6 +1049,10 @@ void conv_activation_parameter_grads_banded(const ConvShape& s, const T* in, con
         detail::activation_pullback_channel_sums_carried<Act>(band.OH * s.OW, s.OC, dz, act_s + pixel0 * s.OC * n, n,
                                                               db, sums, tails);
         const T* band_in = in + r0 * s.IW * s.IC * n;
+        if (one_channel) {
+            detail::conv_weight_grad_one_channel(band, band_in, static_cast<const T*>(dz), n, tiles);
+            continue;
+        }
         V* carried = tiles;
         detail::for_weight_grad_tiles<T>(band, [&]<int MR, int PR>(size_t k0, size_t oc0, bool) {
             if (n == W)
@@ -919,6 +1063,7 @@ void conv_activation_parameter_grads_banded(const ConvShape& s, const T* in, con
         });
     }
     for (size_t c = 0; c < s.OC; ++c) db[c] += simd::hsum<T>(sums[c]) + tails[c];
+    if (one_channel) return detail::conv_weight_grad_add_carried(s, static_cast<const V*>(tiles), g);
     const V* carried = tiles;
     detail::for_weight_grad_tiles<T>(s, [&]<int MR, int PR>(size_t k0, size_t oc0, bool) {
         T out[MR][PR] = {};
