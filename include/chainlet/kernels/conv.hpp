@@ -624,15 +624,23 @@ void conv_weight_grad_one_channel(const ConvShape& s, const T* in, const T* dz, 
     else with_kw.template operator()<2>();
 }
 
-// g[k * OC + oc] += the sum of the lanes of carried[k * OC + oc], reduced in the groups of
+// Where carried weight-gradient sums are: weight (k, oc)'s at [k * OC + oc] (conv_weight_grad_one_channel),
+// or tile after tile in the order of for_weight_grad_tiles, MR x PR each (conv_weight_grad_sweep's).
+enum class CarriedLayout { by_weight, by_tile };
+
+// g[k * OC + oc] += the sum of the lanes of weight (k, oc)'s vector in carried, reduced in the groups of
 // conv_weight_grad's tiles (for_weight_grad_tiles), so with the bits of their horizontal sums.
 template <class T>
-void conv_weight_grad_add_carried(const ConvShape& s, const simd::vec<T>* carried, T* g) {
+void conv_weight_grad_add_carried(const ConvShape& s, const simd::vec<T>* carried, CarriedLayout layout, T* g) {
     using V = simd::vec<T>;
+    const V* next_tile = carried;
     for_weight_grad_tiles<T>(s, [&]<int MR, int PR>(size_t k0, size_t oc0, bool) {
         V acc[MR * PR];
         for (int i = 0; i < MR; ++i)
-            for (int j = 0; j < PR; ++j) acc[i * PR + j] = carried[(k0 + size_t(i)) * s.OC + oc0 + size_t(j)];
+            for (int j = 0; j < PR; ++j)
+                acc[i * PR + j] = layout == CarriedLayout::by_tile ? next_tile[i * PR + j]
+                                                                   : carried[(k0 + size_t(i)) * s.OC + oc0 + size_t(j)];
+        next_tile += MR * PR;
         T out[MR][PR] = {};
         conv_weight_grad_add_sums<V, MR, PR>(acc, out);
         for (int i = 0; i < MR; ++i)
@@ -663,7 +671,7 @@ void conv_weight_grad(const ConvShape& s, const T* in, const T* dz, DzLayout lay
         V carried[conv_band_state];
         std::fill_n(carried, s.K() * s.OC, V(T(0)));
         detail::conv_weight_grad_one_channel(s, in, dz, n, carried);
-        detail::conv_weight_grad_add_carried(s, static_cast<const V*>(carried), g);
+        detail::conv_weight_grad_add_carried(s, static_cast<const V*>(carried), detail::CarriedLayout::by_weight, g);
         return;
     }
     const size_t nv = simd::enabled ? n - n % W : 0, nv2 = nv - nv % (2 * W);
@@ -1063,15 +1071,8 @@ void conv_activation_parameter_grads_banded(const ConvShape& s, const T* in, con
         });
     }
     for (size_t c = 0; c < s.OC; ++c) db[c] += simd::hsum<T>(sums[c]) + tails[c];
-    if (one_channel) return detail::conv_weight_grad_add_carried(s, static_cast<const V*>(tiles), g);
-    const V* carried = tiles;
-    detail::for_weight_grad_tiles<T>(s, [&]<int MR, int PR>(size_t k0, size_t oc0, bool) {
-        T out[MR][PR] = {};
-        detail::conv_weight_grad_add_sums<V, MR, PR>(carried, out);
-        carried += MR * PR;
-        for (int i = 0; i < MR; ++i)
-            for (int j = 0; j < PR; ++j) g[(k0 + i) * s.OC + oc0 + j] += out[i][j];
-    });
+    detail::conv_weight_grad_add_carried(s, static_cast<const V*>(tiles),
+                                         one_channel ? detail::CarriedLayout::by_weight : detail::CarriedLayout::by_tile, g);
 }
 
 template <class Act, class T>
