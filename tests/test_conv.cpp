@@ -559,7 +559,7 @@ TEMPLATE_TEST_CASE("conv_activation_parameter_grads: in bands, the bits of the t
     check.template operator()<Tanh, 7, 10, 5, 3, 12>(2 * W + 1, false);
 }
 
-TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window skipped, edge tiles as staircases or split) matches its twin",
+TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window skipped, edge tiles as staircases or split, or the window alone) matches its twin",
                    "[conv][kernel]", float, double) {
     // Two geometries: the input gradient of a valid convolution (KW - 1 zero columns and KH - 1 zero
     // rows on each side) and the forward pass of a "same" one (1 column left, 2 right, 1 row above and
@@ -598,7 +598,7 @@ TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window s
             REQUIRE(test::max_rel_diff(y1, y2) < tol);
             // Every tile over the union of its pixels' taps (edges = false) adds only products with
             // zeros beyond the staircases: the same bits.
-            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero, false>(s, w.data(), 1, w_stride, in.data(),
+            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero, kernels::Edges::union_of_taps>(s, w.data(), 1, w_stride, in.data(),
                                                                         n, y_union.data(), nullptr, nullptr);
             REQUIRE(y1 == y_union);
             // With a bias and an activation (the forward pass of a "same" convolution).
@@ -608,7 +608,7 @@ TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window s
                                                                b.data(), z1.data());
             kernels::conv_valid_reference<Tanh, kernels::Init::row_bias>(s, w.data(), 1, w_stride, in.data(), n,
                                                                          a2.data(), b.data(), z2.data());
-            kernels::conv_valid<Tanh, kernels::Init::row_bias, false>(s, w.data(), 1, w_stride, in.data(), n,
+            kernels::conv_valid<Tanh, kernels::Init::row_bias, kernels::Edges::union_of_taps>(s, w.data(), 1, w_stride, in.data(), n,
                                                                       a3.data(), b.data(), z3.data());
             REQUIRE(test::max_rel_diff(a1, a2) < tol);
             REQUIRE(test::max_rel_diff(z1, z2) < tol);
@@ -625,6 +625,31 @@ TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window s
             kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero>(s, w.data(), 1, w_stride, sides.data(), n,
                                                                  y3.data(), nullptr, nullptr);
             REQUIRE(y3 == y1);
+            // The window alone (ConvShape::window_only), in a buffer of exactly its size: no tile may read
+            // a padding column (it is not there: the address would fall in the row before, or outside the
+            // buffer, which ASan reports), and the sums are the same, to the bit. The twin, reading zeros
+            // for the padding, is the padded image's twin to the bit too.
+            std::vector<std::uint32_t> window_patch(KH * KW * IC);
+            kernels::patch_offsets(KH, KW, IC, inner_w, window_patch.data());
+            kernels::ConvShape sw = s;
+            sw.IW = inner_w;
+            sw.patch = window_patch.data();
+            sw.window_only = true;
+            std::vector<T> y4(y1.size()), y5(y1.size()), a4(y1.size()), z4(y1.size()), a5(y1.size()), z5(y1.size());
+            kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero, kernels::Edges::window_only>(
+                sw, w.data(), 1, w_stride, inner.data(), n, y4.data(), nullptr, nullptr);
+            REQUIRE(y4 == y1);
+            kernels::conv_valid<Tanh, kernels::Init::row_bias, kernels::Edges::window_only>(
+                sw, w.data(), 1, w_stride, inner.data(), n, a4.data(), b.data(), z4.data());
+            REQUIRE(a4 == a1);
+            REQUIRE(z4 == z1);
+            kernels::conv_valid_reference<kernels::NoEpilogue, kernels::Init::zero>(
+                sw, w.data(), 1, w_stride, inner.data(), n, y5.data(), static_cast<const T*>(nullptr), static_cast<T*>(nullptr));
+            REQUIRE(y5 == y2);
+            kernels::conv_valid_reference<Tanh, kernels::Init::row_bias>(sw, w.data(), 1, w_stride, inner.data(), n,
+                                                                         a5.data(), b.data(), z5.data());
+            REQUIRE(a5 == a2);
+            REQUIRE(z5 == z2);
         }
     };
     for (std::size_t inner_w : {2, 5, 6, 7, 9, 12}) check(inner_w, KW - 1, KW - 1, KH - 1);  // input gradient

@@ -49,21 +49,40 @@ constexpr std::array<std::uint32_t, KH * KW * C> patch_offsets() {
 // Geometry of one valid correlation: input IH x IW x IC (after any padding), KH x KW kernel, OC outputs.
 // Only input rows [row0, row1) and columns [col0, col1) may be non-zero (the rest is zero padding),
 // so kernel taps that fall outside that window are skipped.
+// window_only: the input stores the window alone, pixel (y, x) of the padded image at row
+// ((y - row0) * IW + x - col0) * IC, with IW = col1 - col0 and patch built for that width; conv_valid then
+// never reads a zero of the padding (with Edges::window_only, or any Edges where the window spans every
+// column). A convolution's input gradient reads its output gradient so, without a padded copy (LeNet5's
+// second convolution: 2.7 us per chunk of 16, docs/profile.md).
 struct ConvShape {
     size_t IW, IC, OH, OW, OC, KH, KW;
     const std::uint32_t* patch;  // KH * KW * IC row offsets of the patch (patch_offsets)
     size_t row0, row1, col0, col1;
+    bool window_only = false;
     constexpr size_t K() const { return KH * KW * IC; }
+    // The input row where output pixel (oy, ox)'s tap (0, 0) would be, in the image's storage (negative
+    // for a window-only image where that tap falls in the padding above or left of it).
+    constexpr ptrdiff_t origin(size_t oy, size_t ox) const {
+        const auto y = static_cast<ptrdiff_t>(oy) - static_cast<ptrdiff_t>(window_only ? row0 : 0);
+        const auto x = static_cast<ptrdiff_t>(ox) - static_cast<ptrdiff_t>(window_only ? col0 : 0);
+        return (y * static_cast<ptrdiff_t>(IW) + x) * static_cast<ptrdiff_t>(IC);
+    }
 };
 
 // out (OH x OW x OC rows of n) = Epilogue(start + sum_k A(oc, k) patch_k), with A(oc, k) = a[oc * a_rs + a_off(k)].
 // Always inlined, with its lambdas: a layer passes its shape as a constexpr ConvShape, and GCC then
 // specialises the tiles for it (LeNet5 inference 58.2 -> 55.0 ms on 1 thread, docs/profile.md).
-// edges: whether tiles at the edges of the window [col0, col1) run each pixel's own taps (below); false
-// runs every tile over the union of its pixels' taps. Both are correct for any input (the columns outside
-// the window hold zeros); false is for a caller whose window is the whole image, so that the edge tiles,
-// which cost compile time, are not compiled.
-template <class Epilogue, Init init, bool edges = true, class T, class AOff>
+// edges: whether tiles at the edges of the window [col0, col1) run each pixel's own taps (staircases,
+// below) or every tile runs over the union of its pixels' taps (union_of_taps). Both are correct for an
+// input that stores its zero columns; union_of_taps is for a caller whose window is the whole width, so
+// that the edge tiles, which cost compile time, are not compiled. window_only: the staircases, and no
+// tile that reads a zero column (split tiles as single pixels, the scalar samples in staircases too), for
+// a window-only image (ConvShape). A template argument rather than the shape's flag: compiled into every
+// call, the window-only tiles slowed a "same" convolution's forward on 10 x 10 x 4, 3 x 3 x 8 from 8.4 to
+// 11.7 us per chunk of 16 (GCC 12 inlined less), though that call never ran them.
+enum class Edges { union_of_taps, staircases, window_only };
+
+template <class Epilogue, Init init, Edges edges = Edges::staircases, class T, class AOff>
 [[gnu::always_inline]] inline void conv_valid(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a_off, const T* in,
                                               size_t n, T* out, std::type_identity_t<const T*> bias,
                                               std::type_identity_t<T*> z) {
@@ -82,7 +101,7 @@ template <class Epilogue, Init init, bool edges = true, class T, class AOff>
         // NR pixels from ox over the union of their taps, or (columns joining / leaving) each pixel over
         // its own taps, in NR stages: pixel j joins at tap first(ox + j) / leaves at end(ox + j).
         auto pixels = [&]<int NR, Columns columns = Columns::all>(size_t ox) __attribute__((always_inline)) {
-            const ptrdiff_t in0 = static_cast<ptrdiff_t>((oy * s.IW + ox) * s.IC) * nn;
+            const ptrdiff_t in0 = s.origin(oy, ox) * nn;
             const ptrdiff_t out0 = static_cast<ptrdiff_t>((oy * s.OW + ox) * s.OC) * nn;
             const size_t kx0 = first(ox + NR - 1), kx1 = end(ox);
             const size_t length = kx1 > kx0 ? (kx1 - kx0) * s.IC : 0;
@@ -106,7 +125,10 @@ template <class Epilogue, Init init, bool edges = true, class T, class AOff>
                     const size_t e = tap > kx0 ? std::min((tap - kx0) * s.IC, length) : 0;
                     stage_end[st] = st ? std::max(e, stage_end[st - 1]) : e;
                 }
-            const Tile<T, AOff, Table> t{k,    a,           a_rs, a_off, in + in0, Table{s.patch, nn},
+            // On a window-only image in0 can be negative: it goes into the table's base, not into the
+            // pointer (elsewhere into the pointer, as before window-only images)
+            const ptrdiff_t base = s.window_only ? in0 : 0;
+            const Tile<T, AOff, Table> t{k,    a,           a_rs, a_off, in + (in0 - base), Table{s.patch, nn, base},
                                          static_cast<ptrdiff_t>(s.IC) * nn,      out + out0,
                                          nn,   static_cast<ptrdiff_t>(s.OC) * nn, bias, z ? z + out0 : z};
             auto channel_tiles = [&]<int MR>(size_t m) __attribute__((always_inline)) {
@@ -115,8 +137,13 @@ template <class Epilogue, Init init, bool edges = true, class T, class AOff>
                     for (const size_t v_end = n - n % W; v < v_end; v += W)
                         nn_tile<Epilogue, init, V, MR, NR, columns>(moved<init>(t, m, static_cast<ptrdiff_t>(v)), stage_end);
                 // the samples past the last full vector over the union of the taps (a staircase of
-                // scalar tiles would add compile time for a few samples)
-                for (; v < n; ++v) nn_tile<Epilogue, init, T, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(v)));
+                // scalar tiles would add compile time for a few samples), but on a window-only image,
+                // which holds no zeros to read, in the tile's own staircase
+                for (; v < n; ++v)
+                    if constexpr (edges == Edges::window_only)
+                        nn_tile<Epilogue, init, T, MR, NR, columns>(moved<init>(t, m, static_cast<ptrdiff_t>(v)), stage_end);
+                    else
+                        nn_tile<Epilogue, init, T, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(v)));
             };
             // Output channels in blocks of 4 (then 2, 1), or of 6 when they divide the channels: with 16
             // vector registers 6 x 2 accumulators, 2 input vectors and a broadcast fill 15 registers, and a
@@ -134,10 +161,11 @@ template <class Epilogue, Init init, bool edges = true, class T, class AOff>
         // gradient of a valid convolution) runs each pixel over its own taps when only their first taps
         // differ (left edge) or only their ends (right edge): over the union of the taps, LeNet5's second
         // convolution's input gradient would cost 1.3x the useful multiply-adds. A tile whose pixels
-        // reach both the left and the right zero columns is split in two, each half over its union.
+        // reach both the left and the right zero columns is split in two, each half over its union (on a
+        // window-only image, into single pixels, each over its own taps).
         size_t ox = 0;
         for (const size_t ox_end = s.OW - s.OW % NP; ox < ox_end; ox += NP) {
-            if constexpr (!edges) {
+            if constexpr (edges == Edges::union_of_taps) {
                 pixels.template operator()<NP>(ox);
             } else {
                 const bool same_first = first(ox) == first(ox + NP - 1), same_end = end(ox) == end(ox + NP - 1);
@@ -147,9 +175,11 @@ template <class Epilogue, Init init, bool edges = true, class T, class AOff>
                     pixels.template operator()<NP, Columns::joining>(ox);
                 } else if (same_first) {
                     pixels.template operator()<NP, Columns::leaving>(ox);
-                } else {
+                } else if constexpr (edges != Edges::window_only) {
                     pixels.template operator()<NP / 2>(ox);
                     pixels.template operator()<NP / 2>(ox + NP / 2);
+                } else {
+                    for (size_t j = 0; j < NP; ++j) pixels.template operator()<1>(ox + j);
                 }
             }
         }
@@ -166,9 +196,19 @@ void conv_valid_reference(const ConvShape& s, const T* a, ptrdiff_t a_rs, AOff a
                 for (size_t j = 0; j < n; ++j) {
                     const size_t row = (oy * s.OW + ox) * s.OC + oc;
                     T acc = init == Init::row_bias ? bias[oc] : init == Init::accumulate ? out[row * n + j] : T(0);
-                    for (size_t k = 0; k < s.K(); ++k)
-                        acc += a[static_cast<ptrdiff_t>(oc) * a_rs + a_off(k)] *
-                               in[((oy * s.IW + ox) * s.IC + s.patch[k]) * n + j];
+                    for (size_t k = 0; k < s.K(); ++k) {
+                        T x;
+                        if (!s.window_only) {
+                            x = in[((oy * s.IW + ox) * s.IC + s.patch[k]) * n + j];
+                        } else {
+                            // tap k = (ky, kx, c) of pixel (oy, ox) reads padded pixel (oy + ky, ox + kx)
+                            const size_t ky = k / (s.KW * s.IC), kx = k / s.IC % s.KW, c = k % s.IC;
+                            const size_t y = oy + ky, xx = ox + kx;
+                            const bool inside = y >= s.row0 && y < s.row1 && xx >= s.col0 && xx < s.col1;
+                            x = inside ? in[(((y - s.row0) * s.IW + xx - s.col0) * s.IC + c) * n + j] : T(0);
+                        }
+                        acc += a[static_cast<ptrdiff_t>(oc) * a_rs + a_off(k)] * x;
+                    }
                     if (z) z[row * n + j] = acc;
                     out[row * n + j] = Epilogue::value(acc);
                 }

@@ -48,10 +48,14 @@ struct Stride {
     ptrdiff_t step;
     ptrdiff_t operator()(size_t k) const { return static_cast<ptrdiff_t>(k) * step; }
 };
+// base: an offset added to every entry, so that an operand's pointer need not be moved to a place before
+// its first element (a convolution tile's first pixel on an image that stores only its non-zero window,
+// kernels/conv.hpp) where only the offsets actually read land inside it.
 struct Table {
     const std::uint32_t* offsets;
     ptrdiff_t scale;
-    ptrdiff_t operator()(size_t k) const { return static_cast<ptrdiff_t>(offsets[k]) * scale; }
+    ptrdiff_t base = 0;
+    ptrdiff_t operator()(size_t k) const { return base + static_cast<ptrdiff_t>(offsets[k]) * scale; }
 };
 
 // The reduction indices a tile visits: `segments` runs of `length` consecutive k, the first starting at
@@ -126,9 +130,10 @@ inline void nn_tile_with(const Tile<T, AOff, BOff, ARs>& t, const size_t* stage_
     auto steps = [&]<int J0, int J1>(size_t k, size_t k_end) __attribute__((always_inline)) {
         for (; k < k_end; ++k) {
             V bv[NR];
-            const T* bk = t.b + t.b_off(k);
+            // addressed from the first column that takes part: the others' vectors may lie outside B
+            const T* bk = t.b + (t.b_off(k) + J0 * b_js);
 #pragma GCC unroll 16
-            for (int j = J0; j < J1; ++j) bv[j] = pinned(loadv<V>(bk + j * b_js));
+            for (int j = J0; j < J1; ++j) bv[j] = pinned(loadv<V>(bk + (j - J0) * b_js));
             const T* ak = t.a + t.a_off(k);
 #pragma GCC unroll 16
             for (int i = 0; i < MR; ++i) {

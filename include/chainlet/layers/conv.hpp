@@ -73,9 +73,10 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
         static constexpr std::size_t num_params = num_weights + OC;
         static constexpr std::size_t xp_size = same ? XH * XW * C : 0;
         static constexpr std::size_t z_size = Act::derivative_from_output ? 0 : out_size;
-        // Saved: [padded input (same only)] [pre-activation (softplus, GELU)]. Scratch: the padded dz, then
-        // dz in blocks of channels for the weight gradient where the kernel takes them (conv_dz_blocks), or
-        // dz transposed (along_channels).
+        // Saved: [padded input (same only)] [pre-activation (softplus, GELU)]. Scratch: DH * DW * OC values
+        // per sample (one sample's padded dz in pullback_one; a band of dy in pullback_from_rows; a chunk's
+        // input gradient reads dz in place), then dz in blocks of channels for the weight gradient where the
+        // kernel takes them (conv_dz_blocks), or dz transposed (along_channels).
         static constexpr bool dz_blocks = kernels::conv_dz_blocks(OC);
         // Where the weight gradient runs with its vectors along the output channels (pullback), on dz
         // transposed into the scratch that dz_blocks provides.
@@ -87,7 +88,7 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
         static constexpr std::size_t scratch_per_sample = DH * DW * OC + (dz_blocks ? out_size : 0);
 
         static constexpr auto patch = kernels::patch_offsets<KH, KW, C, XW>();
-        static constexpr auto dz_patch = kernels::patch_offsets<KH, KW, OC, DW>();
+        static constexpr auto dz_patch = kernels::patch_offsets<KH, KW, OC, OW>();  // on dz itself (window only)
         // Where output pixel p = oy * OW + ox's patch starts in xp (the one-sample weight gradient).
         static constexpr auto pixel_offsets = [] {
             std::array<std::uint32_t, OH * OW> t{};
@@ -106,12 +107,13 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
                             static_cast<std::uint32_t>(((KH - 1 - ky) * KW + (KW - 1 - kx)) * C * OC + oc);
             return t;
         }();
-        // Forward on the padded input (non-zero: the original image); input gradient on the padded dz.
+        // Forward on the padded input (non-zero: the original image); input gradient on dz, read in place as
+        // the window of its DH x DW zero-padded form.
         static constexpr kernels::ConvShape forward_shape{XW, C, OH, OW, OC, KH, KW, patch.data(),
                                                           pad_top, pad_top + H, pad_left, pad_left + W};
-        static constexpr kernels::ConvShape input_grad_shape{DW, OC, H, W, C, KH, KW, dz_patch.data(),
+        static constexpr kernels::ConvShape input_grad_shape{OW, OC, H, W, C, KH, KW, dz_patch.data(),
                                                              KH - 1 - pad_top, KH - 1 - pad_top + OH,
-                                                             KW - 1 - pad_left, KW - 1 - pad_left + OW};
+                                                             KW - 1 - pad_left, KW - 1 - pad_left + OW, true};
 
         template <class T>
         static void init(std::span<T> p, Rng& rng, InitKind kind) {
@@ -130,7 +132,7 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
             }
             T* z = Act::derivative_from_output ? nullptr : saved + xp_size * n;
             if (n == 1) return forward_one(p, xp, y, z);
-            conv_valid<Act, Init::row_bias, (same && KW > 1)>(forward_shape, p, 1, Stride{static_cast<std::ptrdiff_t>(OC)}, xp, n, y, p + num_weights, z);
+            conv_valid<Act, Init::row_bias, (same && KW > 1) ? Edges::staircases : Edges::union_of_taps>(forward_shape, p, 1, Stride{static_cast<std::ptrdiff_t>(OC)}, xp, n, y, p + num_weights, z);
         }
 
         // One sample (a single image at inference, an ODE right-hand side): conv_valid's vectors, along the
@@ -195,13 +197,9 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
             } else {
                 conv_activation_parameter_grads<Act>(forward_shape, xp, dy, act_s, n, g, g + num_weights, dz_scratch);
             }
-            if (dx) {
-                T* dzp = scratch;
-                pad_copy_sides(static_cast<const T*>(dy), OH, OW, OC, n, KH - 1 - pad_top, KW - 1 - pad_left,
-                               KW - 1 - pad_right, dzp);
-                conv_valid<NoEpilogue, Init::zero, (KW > 1)>(input_grad_shape, p, OC, Table{flipped.data(), 1}, dzp, n, dx,
-                                                 nullptr, nullptr);
-            }
+            if (dx)
+                conv_valid<NoEpilogue, Init::zero, (KW > 1 ? Edges::window_only : Edges::union_of_taps)>(
+                    input_grad_shape, p, OC, Table{flipped.data(), 1}, dy, n, dx, nullptr, nullptr);
         }
 
         // The pullback with dy produced band by band (layer.hpp's optional pullback_from_rows; chain.hpp calls
