@@ -596,7 +596,7 @@ TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window s
                                                                            n, y2.data(), static_cast<const T*>(nullptr),
                                                                            static_cast<T*>(nullptr));
             REQUIRE(test::max_rel_diff(y1, y2) < tol);
-            // Every tile over the union of its pixels' taps (edges = false) adds only products with
+            // Every tile over the union of its pixels' taps (Edges::union_of_taps) adds only products with
             // zeros beyond the staircases: the same bits.
             kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero, kernels::Edges::union_of_taps>(s, w.data(), 1, w_stride, in.data(),
                                                                         n, y_union.data(), nullptr, nullptr);
