@@ -78,6 +78,43 @@ TEMPLATE_TEST_CASE("gemm_nn matches its scalar twin", "[kernel]", float, double)
     check_gemm_nn<ReLU, Init::row_bias, TestType>(false, false);
 }
 
+// C and B with rows longer than N (ldc, ldb > N): the tiles past the last whole vector (masked with
+// AVX-512, narrower vectors and scalars elsewhere) neither write past a row's N columns nor let what
+// lies there into the sums.
+TEMPLATE_TEST_CASE("gemm_nn leaves the memory past each row's N columns alone", "[kernel]", float, double) {
+    using T = TestType;
+    const T sentinel = std::numeric_limits<T>::quiet_NaN();
+    for (std::size_t M : {std::size_t(3), std::size_t(17)})
+        for (std::size_t N : gemm_nn_columns)
+            for (std::size_t pad : {std::size_t(1), std::size_t(13)}) {
+                const std::size_t K = 7, ld = N + pad;
+                const auto a = test::random_vector<T>(M * K, M + K);
+                auto b = test::random_vector<T>(K * ld, N + pad);
+                const auto bias = test::random_vector<T>(std::max(M, N), 3);
+                auto c1 = test::random_vector<T>(M * ld, 5);
+                for (std::size_t k = 0; k < K; ++k) std::fill_n(b.begin() + k * ld + N, pad, sentinel);
+                for (std::size_t i = 0; i < M; ++i) std::fill_n(c1.begin() + i * ld + N, pad, sentinel);
+                auto c2 = c1;
+                std::vector<T> z(M * ld, T(7));
+                gemm_nn<GELU, Init::col_bias>(M, N, K, a.data(), static_cast<ptrdiff_t>(K), 1, b.data(), ld, c1.data(),
+                                              ld, bias.data(), z.data());
+                gemm_nn_reference<GELU, Init::col_bias>(M, N, K, a.data(), static_cast<ptrdiff_t>(K), 1, b.data(), ld,
+                                                        c2.data(), ld, bias.data());
+                INFO("M=" << M << " N=" << N << " pad=" << pad);
+                for (std::size_t i = 0; i < M; ++i)
+                    for (std::size_t j = 0; j < ld; ++j) {
+                        if (j < N) {
+                            REQUIRE(std::isfinite(c1[i * ld + j]));
+                            REQUIRE(std::abs(c1[i * ld + j] - c2[i * ld + j]) <=
+                                    (sizeof(T) == 4 ? 2e-5 : 1e-12) * (1 + std::abs(c2[i * ld + j])));
+                        } else {
+                            REQUIRE(std::isnan(c1[i * ld + j]));
+                            REQUIRE(z[i * ld + j] == T(7));
+                        }
+                    }
+            }
+}
+
 // hsum_add sums the lanes of many vectors at once by a transposing tree: every output must be the sum
 // of its own vector (distinct lane values, so a sum landing in the wrong place shows).
 template <class T, std::size_t N>
