@@ -27,10 +27,13 @@ const std::size_t sizes[] = {1, 3, 7, 17, 33, 70};
 const std::size_t narrow_tail_sizes[] = {1, 3, 4, 7, 12, 17, 29, 33, 70};
 
 // gemm_nn's columns: with full tiles of panel_vectors vectors of W lanes, N % (panel_vectors * W) picks
-// the tiles past the full ones (AVX-512 float, 3 * 16 = 48: 17 one vector and a scalar, 33 two vectors
-// and a scalar, 58 a full tile, a half vector and scalars, 29 a vector, a half and a quarter vector and a
-// scalar, 70 a full tile, a vector, a quarter vector and scalars, 81 a full tile, two vectors, a scalar).
-const std::size_t gemm_nn_columns[] = {1, 3, 7, 17, 29, 33, 58, 70, 81};
+// the tiles past the full ones. With AVX-512 a rest that ends in a part of a vector runs as one tile
+// whose last vector is masked (float, 3 * 16 = 48: 1, 3, 7 one vector of 1, 3, 7 lanes; 17 and 29 two
+// vectors, the second of 1 and 13 lanes; 33 three, the last of 1; 58, 70 and 81 a full tile and then one
+// vector of 10, two of 22, three of 33 lanes), and a rest of whole vectors in whole-vector tiles (16, 32,
+// and 64 = a full tile and a vector). Without AVX-512 (AVX2, 2 x 8 = 16 floats) the rests run in whole
+// vectors, then half- and quarter-width vectors where the type has them, then scalars.
+const std::size_t gemm_nn_columns[] = {1, 3, 7, 16, 17, 29, 32, 33, 58, 64, 70, 81};
 
 // gemm_nn's rows: full tiles take blocks of panel_rows (8 or 4) rows, then 4, 2, 1; one-vector tiles
 // blocks of one_vector_rows (16 or 8), then 8, 4, 2, 1 (29 = 3 * 8 + 4 + 1 or 16 + 8 + 4 + 1; 70 =
@@ -80,39 +83,50 @@ TEMPLATE_TEST_CASE("gemm_nn matches its scalar twin", "[kernel]", float, double)
 
 // C and B with rows longer than N (ldc, ldb > N): the tiles past the last whole vector (masked with
 // AVX-512, narrower vectors and scalars elsewhere) neither write past a row's N columns nor let what
-// lies there into the sums.
-TEMPLATE_TEST_CASE("gemm_nn leaves the memory past each row's N columns alone", "[kernel]", float, double) {
-    using T = TestType;
-    const T sentinel = std::numeric_limits<T>::quiet_NaN();
-    for (std::size_t M : {std::size_t(3), std::size_t(17)})
+// lies there into the sums. Past N: NaN in B and in a column bias (a lane that read them would turn
+// NaN), a finite sentinel in C (a masked load and store one lane too wide would change it, where a NaN
+// written over a NaN would not show), 7 in z.
+template <class Act, Init init, class T>
+void check_gemm_nn_row_ends() {
+    const T nan = std::numeric_limits<T>::quiet_NaN(), c_sentinel = T(12345), z_sentinel = T(7);
+    for (std::size_t M : {std::size_t(3), std::size_t(7), std::size_t(12), std::size_t(17)})
         for (std::size_t N : gemm_nn_columns)
             for (std::size_t pad : {std::size_t(1), std::size_t(13)}) {
                 const std::size_t K = 7, ld = N + pad;
                 const auto a = test::random_vector<T>(M * K, M + K);
                 auto b = test::random_vector<T>(K * ld, N + pad);
-                const auto bias = test::random_vector<T>(std::max(M, N), 3);
+                auto bias = test::random_vector<T>(std::max(M, N) + pad, 3);
+                if constexpr (init == Init::col_bias) std::fill_n(bias.begin() + N, pad, nan);
                 auto c1 = test::random_vector<T>(M * ld, 5);
-                for (std::size_t k = 0; k < K; ++k) std::fill_n(b.begin() + k * ld + N, pad, sentinel);
-                for (std::size_t i = 0; i < M; ++i) std::fill_n(c1.begin() + i * ld + N, pad, sentinel);
+                for (std::size_t k = 0; k < K; ++k) std::fill_n(b.begin() + k * ld + N, pad, nan);
+                for (std::size_t i = 0; i < M; ++i) std::fill_n(c1.begin() + i * ld + N, pad, c_sentinel);
                 auto c2 = c1;
-                std::vector<T> z(M * ld, T(7));
-                gemm_nn<GELU, Init::col_bias>(M, N, K, a.data(), static_cast<ptrdiff_t>(K), 1, b.data(), ld, c1.data(),
-                                              ld, bias.data(), z.data());
-                gemm_nn_reference<GELU, Init::col_bias>(M, N, K, a.data(), static_cast<ptrdiff_t>(K), 1, b.data(), ld,
-                                                        c2.data(), ld, bias.data());
+                std::vector<T> z(M * ld, z_sentinel);
+                T* z_out = init == Init::accumulate ? nullptr : z.data();
+                gemm_nn<Act, init>(M, N, K, a.data(), static_cast<ptrdiff_t>(K), 1, b.data(), ld, c1.data(), ld,
+                                   bias.data(), z_out);
+                gemm_nn_reference<Act, init>(M, N, K, a.data(), static_cast<ptrdiff_t>(K), 1, b.data(), ld, c2.data(),
+                                             ld, bias.data());
                 INFO("M=" << M << " N=" << N << " pad=" << pad);
                 for (std::size_t i = 0; i < M; ++i)
                     for (std::size_t j = 0; j < ld; ++j) {
+                        const T got = c1[i * ld + j], want = c2[i * ld + j];
                         if (j < N) {
-                            REQUIRE(std::isfinite(c1[i * ld + j]));
-                            REQUIRE(std::abs(c1[i * ld + j] - c2[i * ld + j]) <=
-                                    (sizeof(T) == 4 ? 2e-5 : 1e-12) * (1 + std::abs(c2[i * ld + j])));
+                            REQUIRE(std::isfinite(got));
+                            REQUIRE(std::abs(got - want) <= (sizeof(T) == 4 ? 2e-5 : 1e-12) * (1 + std::abs(want)));
+                            if (z_out) REQUIRE(std::isfinite(z[i * ld + j]));
                         } else {
-                            REQUIRE(std::isnan(c1[i * ld + j]));
-                            REQUIRE(z[i * ld + j] == T(7));
+                            REQUIRE(got == c_sentinel);
+                            REQUIRE(z[i * ld + j] == z_sentinel);
                         }
                     }
             }
+}
+
+TEMPLATE_TEST_CASE("gemm_nn leaves the memory past each row's N columns alone", "[kernel]", float, double) {
+    check_gemm_nn_row_ends<NoEpilogue, Init::accumulate, TestType>();
+    check_gemm_nn_row_ends<ReLU, Init::row_bias, TestType>();
+    check_gemm_nn_row_ends<GELU, Init::col_bias, TestType>();
 }
 
 // hsum_add sums the lanes of many vectors at once by a transposing tree: every output must be the sum

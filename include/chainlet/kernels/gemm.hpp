@@ -10,7 +10,8 @@
 //
 // Register tiles: MR rows x NR vectors of accumulators (gemm_nn's full tiles 8 x 3 = 24 of the 32
 // AVX-512 registers, 4 x 2 of the 16 AVX2 registers, see panel_rows; gemm_nt's 4 x 4, see tile_vectors),
-// with smaller tiles and a scalar tail (the same template with a scalar V) for the remainders.
+// with smaller tiles for the remainders: with AVX-512 a tile whose last vector is masked, elsewhere
+// narrower vectors and a scalar tail (the same template with a scalar V).
 #pragma once
 
 #include <cstddef>
@@ -286,9 +287,11 @@ inline constexpr bool masked_tail_tiles =
 // All of C for a tile description t whose vectorised dimension (contiguous in B and C, the vectors of a
 // tile side by side) has length N: panel_rows x panel_vectors tiles, a column block at a time
 // (nn_tiles_by_column; the rows past the last whole block of rows in smaller tiles), then the columns
-// they leave — the rest of the whole vectors as one tile of 2 vectors (AVX-512), or of one vector and
-// one_vector_rows rows; a half- and a quarter-width vector of 8 rows where they fit (a Dense layer of
-// 120 or 84 outputs); scalars — each in a pass over the rows of its own. Every tile keeps at least 8
+// they leave. With AVX-512, when these end in a part of a vector, a column of tiles of up to
+// panel_vectors vectors, the last one masked. Otherwise the rest of the whole vectors as one tile of 2
+// vectors (AVX-512), or of one vector and one_vector_rows rows; then (without AVX-512) a half- and a
+// quarter-width vector of 8 rows where the type has them; scalars — each in a pass over the rows of its
+// own. Every tile keeps at least 8
 // accumulators where it can: two FMA pipes of latency 4 need 8 independent sums, and a 4 x 1 tile
 // (LeNet5's Dense layers on a chunk of 16 samples, one AVX-512 vector) held an Intel core with two
 // 512-bit pipes to half its peak. The tile shape does not change a sum: each output adds its products
@@ -308,9 +311,12 @@ inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff, ARs>& t) {
                 nn_tile_run<Epilogue, init, V, MR, NR>(t, rows_end + m, 0, full_tiles_end);
             });
         }
-        // Columns that end in a part of a vector: with masks, one row of MR x NV tiles whose last vector
-        // is masked, instead of the tiles below, which run the part in narrower vectors and scalars, each
-        // in a pass over the rows of its own. (LeNet5's Dense<10> pullback, whose weight gradient is
+        // Columns that end in a part of a vector: with masks, a column of MR x NV tiles down the rows whose
+        // last vector is masked, instead of the tiles below, which run the part in narrower vectors and
+        // scalars, each in a pass over the rows of its own. The masked lanes compute on zeros and are
+        // never stored. The sums are those of the tiles below; an epilogue is now the vector one for
+        // every column (below, the scalar columns took the scalar form: std::exp and the like for
+        // sigmoid, softplus, GELU, where xsimd's may differ in the last bit). (LeNet5's Dense<10> pullback, whose weight gradient is
         // 84 x 10 over a chunk of 16, AVX-512 float: 1.3 -> 0.7 us per chunk; Sapphire Rapids-class VM.)
         if constexpr (masked_tail_tiles<T>) {
             const size_t rest = N - full_tiles_end;
