@@ -27,11 +27,11 @@ const std::size_t sizes[] = {1, 3, 7, 17, 33, 70};
 const std::size_t narrow_tail_sizes[] = {1, 3, 4, 7, 12, 17, 29, 33, 70};
 
 // gemm_nn's columns: with full tiles of panel_vectors vectors of W lanes, N % (panel_vectors * W) picks
-// the tiles past the full ones. With AVX-512 a rest that ends in a part of a vector runs as one tile
-// whose last vector is masked (float, 3 * 16 = 48: 1, 3, 7 one vector of 1, 3, 7 lanes; 17 and 29 two
-// vectors, the second of 1 and 13 lanes; 33 three, the last of 1; 58, 70 and 81 a full tile and then one
-// vector of 10, two of 22, three of 33 lanes), and a rest of whole vectors in whole-vector tiles (16, 32,
-// and 64 = a full tile and a vector). Without AVX-512 (AVX2, 2 x 8 = 16 floats) the rests run in whole
+// the tiles past the full ones. With AVX-512 a rest that ends in a part of a vector runs in tiles whose
+// last vector is masked (float, 3 * 16 = 48: 1, 3, 7 one vector of 1, 3, 7 lanes; 17 and 29 two
+// vectors, the second of 1 and 13 lanes; 33 three, the last of 1; 58, 70 and 81 a full tile, then 10
+// lanes in one vector, 22 in two, 33 in three), and a rest of whole vectors in whole-vector tiles (16,
+// 32, and 64 = a full tile and a vector). Without AVX-512 (AVX2, 2 x 8 = 16 floats) the rests run in whole
 // vectors, then half- and quarter-width vectors where the type has them, then scalars.
 const std::size_t gemm_nn_columns[] = {1, 3, 7, 16, 17, 29, 32, 33, 58, 64, 70, 81};
 

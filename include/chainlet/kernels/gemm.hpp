@@ -274,8 +274,8 @@ template <class Epilogue, Init init, class V, int MR, int NV, class T, class AOf
                                                                       nullptr, last_lanes);
 }
 
-// Whether nn_panel runs the columns past its full tiles as one tile with a masked last vector: with
-// AVX-512's mask registers (elsewhere the masked loads go through memory).
+// Whether nn_panel runs the columns past its full tiles as tiles with a masked last vector: with
+// AVX-512's mask registers (elsewhere load_first and store_first go through memory).
 template <class T>
 inline constexpr bool masked_tail_tiles =
 #if !defined(CHAINLET_SCALAR) && defined(__AVX512F__)
@@ -313,11 +313,12 @@ inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff, ARs>& t) {
         }
         // Columns that end in a part of a vector: with masks, a column of MR x NV tiles down the rows whose
         // last vector is masked, instead of the tiles below, which run the part in narrower vectors and
-        // scalars, each in a pass over the rows of its own. The masked lanes compute on zeros and are
-        // never stored. The sums are those of the tiles below; an epilogue is now the vector one for
-        // every column (below, the scalar columns took the scalar form: std::exp and the like for
-        // sigmoid, softplus, GELU, where xsimd's may differ in the last bit). (LeNet5's Dense<10> pullback, whose weight gradient is
-        // 84 x 10 over a chunk of 16, AVX-512 float: 1.3 -> 0.7 us per chunk; Sapphire Rapids-class VM.)
+        // scalars, each in a pass over the rows of its own (LeNet5's Dense<10> pullback, whose weight
+        // gradient is 84 x 10 over a chunk of 16, AVX-512 float: 1.3 -> 0.7 us per chunk; Sapphire
+        // Rapids-class VM). The masked lanes compute on zeros and are never stored. The sums are those of
+        // the tiles below; the epilogue is the vector form in every column, where the scalar columns
+        // below take the scalar form (std::exp and the like for sigmoid, softplus, GELU, whose xsimd
+        // forms may differ in the last bit).
         if constexpr (masked_tail_tiles<T>) {
             const size_t rest = N - full_tiles_end;
             if (rest % W != 0) {
