@@ -38,37 +38,56 @@ const std::size_t gemm_nn_columns[] = {1, 3, 7, 16, 17, 29, 32, 33, 58, 64, 70, 
 // gemm_nn's rows: full tiles take blocks of panel_rows (8 or 4) rows, then 4, 2, 1; one-vector tiles
 // blocks of one_vector_rows (16 or 8), then 8, 4, 2, 1 (29 = 3 * 8 + 4 + 1 or 16 + 8 + 4 + 1; 70 =
 // 8 * 8 + 4 + 2 or 4 * 16 + 4 + 2).
-const std::size_t gemm_nn_rows[] = {1, 3, 7, 17, 29, 33, 70};
+const std::vector<std::size_t> gemm_nn_rows = {1, 3, 7, 17, 29, 33, 70};
 
+// pads: C, B, z (and a column bias) with rows longer than N by pad (ldc = ldb = N + pad), to show that
+// the tiles past the last whole vector (masked with AVX-512, narrower vectors and scalars elsewhere)
+// neither write past a row's N columns nor let what lies there into the sums. Past N: NaN in B and in a
+// column bias (a lane that read them would turn NaN), a finite sentinel in C (a masked load and store
+// one lane too wide would change it, where a NaN written over a NaN would not show), another in z.
 template <class Act, Init init, class T>
-void check_gemm_nn(bool transposed_a, bool with_z) {
-    for (std::size_t M : gemm_nn_rows)
+void check_gemm_nn(bool transposed_a, bool with_z, const std::vector<std::size_t>& rows = gemm_nn_rows,
+                   const std::vector<std::size_t>& depths = {1, 5, 19}, const std::vector<std::size_t>& pads = {0}) {
+    const T nan = std::numeric_limits<T>::quiet_NaN(), c_sentinel = T(12345), z_sentinel = T(7);
+    const double tolerance = sizeof(T) == 4 ? 2e-5 : 1e-12;
+    for (std::size_t M : rows)
         for (std::size_t N : gemm_nn_columns)
-            for (std::size_t K : {std::size_t(1), std::size_t(5), std::size_t(19)}) {
-                const auto a = test::random_vector<T>(M * K, M * 100 + K);
-                const auto b = test::random_vector<T>(K * N, N * 7 + K);
-                const auto bias = test::random_vector<T>(std::max(M, N), M + N);
-                const ptrdiff_t rs = transposed_a ? 1 : static_cast<ptrdiff_t>(K);
-                const ptrdiff_t cs = transposed_a ? static_cast<ptrdiff_t>(M) : 1;
-                auto c1 = test::random_vector<T>(M * N, 5), c2 = c1;
-                std::vector<T> z1(M * N), z2(M * N);
-                gemm_nn<Act, init>(M, N, K, a.data(), rs, cs, b.data(), N, c1.data(), N, bias.data(),
-                                   with_z ? z1.data() : nullptr);
-                gemm_nn_reference<Act, init>(M, N, K, a.data(), rs, cs, b.data(), N, c2.data(), N, bias.data(),
-                                             with_z ? z2.data() : nullptr);
-                INFO("M=" << M << " N=" << N << " K=" << K);
-                REQUIRE(test::max_rel_diff(c1, c2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
-                if (with_z) REQUIRE(test::max_rel_diff(z1, z2) < (sizeof(T) == 4 ? 2e-5 : 1e-12));
-                if (transposed_a) {
-                    // A's rows adjacent, the stride known to the compiler: the same operations, so the same bits
-                    auto c3 = test::random_vector<T>(M * N, 5);
-                    std::vector<T> z3(M * N);
-                    gemm_nn<Act, init>(M, N, K, a.data(), unit_stride, cs, b.data(), N, c3.data(), N, bias.data(),
-                                       with_z ? z3.data() : nullptr);
-                    REQUIRE(c3 == c1);
-                    if (with_z) REQUIRE(z3 == z1);
+            for (std::size_t K : depths)
+                for (std::size_t pad : pads) {
+                    const std::size_t ld = N + pad;
+                    const auto a = test::random_vector<T>(M * K, M * 100 + K);
+                    auto b = test::random_vector<T>(K * ld, N * 7 + K + pad);
+                    auto bias = test::random_vector<T>(std::max(M, N) + pad, M + N);
+                    for (std::size_t k = 0; k < K; ++k) std::fill_n(b.begin() + k * ld + N, pad, nan);
+                    if (init == Init::col_bias) std::fill_n(bias.begin() + N, pad, nan);
+                    auto c_start = test::random_vector<T>(M * ld, 5);
+                    for (std::size_t i = 0; i < M; ++i) std::fill_n(c_start.begin() + i * ld + N, pad, c_sentinel);
+                    const ptrdiff_t rs = transposed_a ? 1 : static_cast<ptrdiff_t>(K);
+                    const ptrdiff_t cs = transposed_a ? static_cast<ptrdiff_t>(M) : 1;
+                    auto c1 = c_start, c2 = c_start;
+                    std::vector<T> z1(M * ld, z_sentinel), z2 = z1;
+                    gemm_nn<Act, init>(M, N, K, a.data(), rs, cs, b.data(), ld, c1.data(), ld, bias.data(),
+                                       with_z ? z1.data() : nullptr);
+                    gemm_nn_reference<Act, init>(M, N, K, a.data(), rs, cs, b.data(), ld, c2.data(), ld,
+                                                 bias.data(), with_z ? z2.data() : nullptr);
+                    INFO("M=" << M << " N=" << N << " K=" << K << " pad=" << pad);
+                    REQUIRE(test::max_rel_diff(c1, c2) < tolerance);
+                    if (with_z) REQUIRE(test::max_rel_diff(z1, z2) < tolerance);
+                    for (std::size_t i = 0; i < M; ++i)
+                        for (std::size_t j = N; j < ld; ++j) {
+                            REQUIRE(c1[i * ld + j] == c_sentinel);
+                            REQUIRE(z1[i * ld + j] == z_sentinel);
+                        }
+                    if (transposed_a) {
+                        // A's rows adjacent, the stride known to the compiler: the same operations, so the same bits
+                        auto c3 = c_start;
+                        std::vector<T> z3(M * ld, z_sentinel);
+                        gemm_nn<Act, init>(M, N, K, a.data(), unit_stride, cs, b.data(), ld, c3.data(), ld,
+                                           bias.data(), with_z ? z3.data() : nullptr);
+                        REQUIRE(c3 == c1);
+                        if (with_z) REQUIRE(z3 == z1);
+                    }
                 }
-            }
 }
 
 }  // namespace
@@ -81,52 +100,12 @@ TEMPLATE_TEST_CASE("gemm_nn matches its scalar twin", "[kernel]", float, double)
     check_gemm_nn<ReLU, Init::row_bias, TestType>(false, false);
 }
 
-// C and B with rows longer than N (ldc, ldb > N): the tiles past the last whole vector (masked with
-// AVX-512, narrower vectors and scalars elsewhere) neither write past a row's N columns nor let what
-// lies there into the sums. Past N: NaN in B and in a column bias (a lane that read them would turn
-// NaN), a finite sentinel in C (a masked load and store one lane too wide would change it, where a NaN
-// written over a NaN would not show), 7 in z.
-template <class Act, Init init, class T>
-void check_gemm_nn_row_ends() {
-    const T nan = std::numeric_limits<T>::quiet_NaN(), c_sentinel = T(12345), z_sentinel = T(7);
-    for (std::size_t M : {std::size_t(3), std::size_t(7), std::size_t(12), std::size_t(17)})
-        for (std::size_t N : gemm_nn_columns)
-            for (std::size_t pad : {std::size_t(1), std::size_t(13)}) {
-                const std::size_t K = 7, ld = N + pad;
-                const auto a = test::random_vector<T>(M * K, M + K);
-                auto b = test::random_vector<T>(K * ld, N + pad);
-                auto bias = test::random_vector<T>(std::max(M, N) + pad, 3);
-                if constexpr (init == Init::col_bias) std::fill_n(bias.begin() + N, pad, nan);
-                auto c1 = test::random_vector<T>(M * ld, 5);
-                for (std::size_t k = 0; k < K; ++k) std::fill_n(b.begin() + k * ld + N, pad, nan);
-                for (std::size_t i = 0; i < M; ++i) std::fill_n(c1.begin() + i * ld + N, pad, c_sentinel);
-                auto c2 = c1;
-                std::vector<T> z(M * ld, z_sentinel);
-                T* z_out = init == Init::accumulate ? nullptr : z.data();
-                gemm_nn<Act, init>(M, N, K, a.data(), static_cast<ptrdiff_t>(K), 1, b.data(), ld, c1.data(), ld,
-                                   bias.data(), z_out);
-                gemm_nn_reference<Act, init>(M, N, K, a.data(), static_cast<ptrdiff_t>(K), 1, b.data(), ld, c2.data(),
-                                             ld, bias.data());
-                INFO("M=" << M << " N=" << N << " pad=" << pad);
-                for (std::size_t i = 0; i < M; ++i)
-                    for (std::size_t j = 0; j < ld; ++j) {
-                        const T got = c1[i * ld + j], want = c2[i * ld + j];
-                        if (j < N) {
-                            REQUIRE(std::isfinite(got));
-                            REQUIRE(std::abs(got - want) <= (sizeof(T) == 4 ? 2e-5 : 1e-12) * (1 + std::abs(want)));
-                            if (z_out) REQUIRE(std::isfinite(z[i * ld + j]));
-                        } else {
-                            REQUIRE(got == c_sentinel);
-                            REQUIRE(z[i * ld + j] == z_sentinel);
-                        }
-                    }
-            }
-}
-
 TEMPLATE_TEST_CASE("gemm_nn leaves the memory past each row's N columns alone", "[kernel]", float, double) {
-    check_gemm_nn_row_ends<NoEpilogue, Init::accumulate, TestType>();
-    check_gemm_nn_row_ends<ReLU, Init::row_bias, TestType>();
-    check_gemm_nn_row_ends<GELU, Init::col_bias, TestType>();
+    // rows of C and B longer than N by 1 and 13 (check_gemm_nn): a part of a vector and more past N
+    const std::vector<std::size_t> rows = {3, 7, 12, 17}, pads = {1, 13};
+    check_gemm_nn<NoEpilogue, Init::accumulate, TestType>(false, false, rows, {7}, pads);
+    check_gemm_nn<ReLU, Init::row_bias, TestType>(false, true, rows, {7}, pads);
+    check_gemm_nn<GELU, Init::col_bias, TestType>(true, true, rows, {7}, pads);
 }
 
 // hsum_add sums the lanes of many vectors at once by a transposing tree: every output must be the sum

@@ -274,15 +274,10 @@ template <class Epilogue, Init init, class V, int MR, int NV, class T, class AOf
                                                                       nullptr, last_lanes);
 }
 
-// Whether nn_panel runs the columns past its full tiles as tiles with a masked last vector: with
-// AVX-512's mask registers (elsewhere load_first and store_first go through memory).
+// Whether nn_panel runs the columns past its full tiles as tiles with a masked last vector: where
+// vec<T> has mask registers (AVX-512; simd::load_first, store_first).
 template <class T>
-inline constexpr bool masked_tail_tiles =
-#if !defined(CHAINLET_SCALAR) && defined(__AVX512F__)
-    simd::width<T> * sizeof(T) == 64;
-#else
-    false;
-#endif
+inline constexpr bool masked_tail_tiles = simd::has_masked_lanes<simd::vec<T>>;
 
 // All of C for a tile description t whose vectorised dimension (contiguous in B and C, the vectors of a
 // tile side by side) has length N: panel_rows x panel_vectors tiles, a column block at a time

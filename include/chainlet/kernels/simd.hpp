@@ -87,41 +87,39 @@ inline void storev(T* p, V v) {
     if constexpr (is_vector<V>) v.store_unaligned(p);
     else *p = v;
 }
-// The first `count` lanes of V (1 <= count <= lanes<V>): loaded with the others zero, or stored with the
-// memory past them untouched, for a tile's last vector past the end of a row (nn_panel). AVX-512 masks
-// the lanes (no fault, no access past them); other widths go through a small array.
+// The first `count` lanes of a 64-byte AVX-512 vector V (1 <= count <= lanes<V>): loaded with the
+// others zero, or stored with the memory past them untouched, through a lane mask (no fault, no access
+// past them), for a tile's last vector past the end of a row (nn_panel). Only AVX-512 has the masks;
+// nn_panel takes this route only there (kernels::masked_tail_tiles), so other widths have no form.
+template <class V>
+inline constexpr bool has_masked_lanes =
+#if !defined(CHAINLET_SCALAR) && defined(__AVX512F__)
+    is_vector<V> && sizeof(V) == 64;
+#else
+    false;
+#endif
+// The mask (1u << count) - 1 is written out in each call: named (a helper, or even a local), it changed
+// GCC 12's register allocation in nn_panel's masked tiles (the same operations, other registers and order).
 template <class V, class T>
 inline V load_first(const T* p, std::size_t count) {
+    static_assert(has_masked_lanes<V>, "load_first: only for 64-byte AVX-512 vectors");
 #if !defined(CHAINLET_SCALAR) && defined(__AVX512F__)
-    if constexpr (sizeof(V) == 64) {
-        if constexpr (std::is_same_v<T, float>) return V(_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1), p));
-        else return V(_mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << count) - 1), p));
-    }
+    if constexpr (std::is_same_v<T, float>) return V(_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1), p));
+    else return V(_mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << count) - 1), p));
+#else
+    (void)p, (void)count;
+    return V{};
 #endif
-    if constexpr (is_vector<V>) {
-        alignas(64) T lanes_in[V::size] = {};
-        for (std::size_t i = 0; i < count; ++i) lanes_in[i] = p[i];
-        return V::load_aligned(lanes_in);
-    } else {
-        return *p;
-    }
 }
 template <class V, class T>
 inline void store_first(T* p, V v, std::size_t count) {
+    static_assert(has_masked_lanes<V>, "store_first: only for 64-byte AVX-512 vectors");
 #if !defined(CHAINLET_SCALAR) && defined(__AVX512F__)
-    if constexpr (sizeof(V) == 64) {
-        if constexpr (std::is_same_v<T, float>) _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << count) - 1), v);
-        else _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << count) - 1), v);
-        return;
-    }
+    if constexpr (std::is_same_v<T, float>) _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << count) - 1), v);
+    else _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << count) - 1), v);
+#else
+    (void)p, (void)v, (void)count;
 #endif
-    if constexpr (is_vector<V>) {
-        alignas(64) T lanes_out[V::size];
-        v.store_aligned(lanes_out);
-        for (std::size_t i = 0; i < count; ++i) p[i] = lanes_out[i];
-    } else {
-        *p = v;
-    }
 }
 
 template <class T>
