@@ -139,22 +139,27 @@ template <class Net, std::ranges::contiguous_range P, std::ranges::contiguous_ra
 detail::value_t<G> value_and_gradient(Workspace<Net, detail::value_t<G>>& ws, const P& p, G&& g, const X& x,
                                       const Y& y, const L& loss, int threads = 1, Pass pass = {.training = true}) {
     using T = detail::value_t<G>;
+    constexpr bool params_match = std::is_same_v<detail::value_t<P>, T>;
+    constexpr bool targets_match = std::is_same_v<detail::value_t<Y>, typename L::template target<T>>;
     static_assert(Loss<L, T>, "the loss does not provide the interface documented in chainlet/losses.hpp");
-    static_assert(std::is_same_v<detail::value_t<P>, T>, "parameters and gradient must have the same element type");
-    static_assert(std::is_same_v<detail::value_t<Y>, typename L::template target<T>>,
-                  "the targets' element type is not the one the loss expects");
+    static_assert(params_match, "parameters and gradient must have the same element type");
+    static_assert(targets_match, "the targets' element type is not the one the loss expects");
     static_assert(!detail::softmax_twice<Net, L>,
                   "SoftmaxCrossEntropy applies the softmax itself: train the chain without its final Softmax layer "
                   "and add Softmax only to the chain you predict with (same parameters)");
-    constexpr const char* where = "value_and_gradient";
-    detail::check_threads(where, threads);
-    detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
-    detail::expect_size(where, "the gradient buffer", Net::num_params, std::ranges::size(g));
-    const std::size_t n = detail::count_rows(where, detail::input_size(x), Net::in_size);
-    detail::expect_size(where, "the target buffer", n * L::targets_per_sample(Net::out_size), std::ranges::size(y));
-    L::template check_targets<T>(std::span(std::ranges::data(y), std::ranges::size(y)), Net::out_size);
-    return ws.value_and_gradient(std::ranges::data(p), std::ranges::data(g), detail::input_rows<T>(x),
-                                 std::ranges::data(y), nullptr, n, loss, threads, pass);
+    if constexpr (!params_match || !targets_match) {
+        return T(0);  // not compiled: the assertion above is the one error, not the conversions below
+    } else {
+        constexpr const char* where = "value_and_gradient";
+        detail::check_threads(where, threads);
+        detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
+        detail::expect_size(where, "the gradient buffer", Net::num_params, std::ranges::size(g));
+        const std::size_t n = detail::count_rows(where, detail::input_size(x), Net::in_size);
+        detail::expect_size(where, "the target buffer", n * L::targets_per_sample(Net::out_size), std::ranges::size(y));
+        L::template check_targets<T>(std::span(std::ranges::data(y), std::ranges::size(y)), Net::out_size);
+        return ws.value_and_gradient(std::ranges::data(p), std::ranges::data(g), detail::input_rows<T>(x),
+                                     std::ranges::data(y), nullptr, n, loss, threads, pass);
+    }
 }
 
 template <class Net, std::ranges::contiguous_range P, std::ranges::contiguous_range G, detail::Inputs X,
@@ -169,13 +174,16 @@ detail::value_t<G> value_and_gradient(const P& p, G&& g, const X& x, const Y& y,
 template <class Net, std::ranges::contiguous_range P, detail::Inputs X, std::ranges::contiguous_range O>
 void predict(Workspace<Net, detail::value_t<O>>& ws, const P& p, const X& x, O&& out, int threads = 1) {
     using T = detail::value_t<O>;
-    static_assert(std::is_same_v<detail::value_t<P>, T>, "parameters and outputs must have the same element type");
-    constexpr const char* where = "predict";
-    detail::check_threads(where, threads);
-    detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
-    const std::size_t n = detail::count_rows(where, detail::input_size(x), Net::in_size);
-    detail::expect_size(where, "the output buffer", n * Net::out_size, std::ranges::size(out));
-    ws.predict(std::ranges::data(p), detail::input_rows<T>(x), std::ranges::data(out), n, threads);
+    constexpr bool params_match = std::is_same_v<detail::value_t<P>, T>;
+    static_assert(params_match, "parameters and outputs must have the same element type");
+    if constexpr (params_match) {  // else the assertion above is the one error
+        constexpr const char* where = "predict";
+        detail::check_threads(where, threads);
+        detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
+        const std::size_t n = detail::count_rows(where, detail::input_size(x), Net::in_size);
+        detail::expect_size(where, "the output buffer", n * Net::out_size, std::ranges::size(out));
+        ws.predict(std::ranges::data(p), detail::input_rows<T>(x), std::ranges::data(out), n, threads);
+    }
 }
 
 template <class Net, std::ranges::contiguous_range P, detail::Inputs X, std::ranges::contiguous_range O>
@@ -244,88 +252,94 @@ template <class Net, std::ranges::contiguous_range P, class L, detail::Inputs X,
           class Opt, class Split = WholeBatch>
 FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitOptions& o = {}, Split&& split = {}) {
     using T = detail::value_t<P>;
+    constexpr bool targets_match = std::is_same_v<detail::value_t<Y>, typename L::template target<T>>;
     static_assert(Loss<L, T>, "the loss does not provide the interface documented in chainlet/losses.hpp");
+    static_assert(targets_match, "the targets' element type is not the one the loss expects");
     static_assert(!detail::softmax_twice<Net, L>,
                   "SoftmaxCrossEntropy applies the softmax itself: train the chain without its final Softmax layer "
                   "and add Softmax only to the chain you predict with (same parameters)");
-    constexpr const char* where = "fit";
-    detail::check_threads(where, o.threads);
-    detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
-    const std::size_t n = detail::count_rows(where, detail::input_size(x), Net::in_size);
-    detail::expect_size(where, "the target buffer", n * L::targets_per_sample(Net::out_size), std::ranges::size(y));
-    if (n > UINT32_MAX)
-        throw std::invalid_argument("fit: " + std::to_string(n) + " samples, expected at most 2^32 - 1");
-    L::template check_targets<T>(std::span(std::ranges::data(y), std::ranges::size(y)), Net::out_size);
-    if (o.check_finite) {
-        check_finite(x, Net::in_size, "input");
-        check_finite(y, L::targets_per_sample(Net::out_size), "target");
-    }
-    const std::size_t batch = o.batch == 0 ? n : std::min(o.batch, n);
-    const bool shuffle = o.shuffle && batch < n;
-    const int threads = resolve_threads(o.threads);
-
-    Workspace<Net, T> ws(batch, threads);
-    std::vector<T> g(Net::num_params + 1);  // the gradient, then the loss (see WholeBatch)
-    std::vector<T> before_step(Net::num_params);
-    std::vector<std::uint32_t> order(shuffle ? n : 0);
-    std::iota(order.begin(), order.end(), 0u);
-    if (o.reset_optimizer) opt.init(Net::num_params);
-    Rng rng(o.seed);
-
-    T* pp = std::ranges::data(p);
-    const std::span<T> ps(pp, Net::num_params);
-    FitResult result;
-    const std::size_t steps = (n + batch - 1) / batch;
-    for (std::size_t e = 1; e <= o.epochs; ++e) {
-        const auto t0 = std::chrono::steady_clock::now();
-        if (shuffle)
-            for (std::size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
-        double epoch_loss = 0;
-        for (std::size_t s = 0; s < steps; ++s) {
-            const std::size_t b0 = s * batch, m = std::min(batch, n - b0);
-            const auto [first, count] = split.share(m);  // this process's rows [b0 + first, b0 + first + count)
-            auto xb = detail::input_rows<T>(x);
-            if (!shuffle) xb.data += (b0 + first) * Net::in_size;
-            const auto* yb =
-                std::ranges::data(y) + (shuffle ? 0 : (b0 + first) * L::targets_per_sample(Net::out_size));
-            const std::uint32_t* rows = shuffle ? order.data() + b0 + first : nullptr;
-            // Dropout keys its masks by (seed, step, sample index in the whole batch): first is where this
-            // process's slice starts, so the masks do not depend on how many processes share the batch.
-            const Pass pass{.training = true,
-                            .seed = o.seed,
-                            .step = detail::step_number(opt, o.first_step + result.steps),
-                            .first_sample = first};
-            if (count > 0)
-                g[Net::num_params] = ws.value_and_gradient(pp, g.data(), xb, yb, rows, count, loss, threads, pass);
-            else
-                std::fill(g.begin(), g.end(), T(0));
-            split.template reduce<T>(std::span<T>(g), count, m);
-            const T l = g[Net::num_params];
-            bool finite = std::isfinite(l);
-            for (std::size_t j = 0; finite && j < g.size(); ++j) finite = std::isfinite(g[j]);
-            if (!finite)
-                throw std::runtime_error("fit: the " + std::string(std::isfinite(l) ? "gradient" : "loss") +
-                                         " became non-finite at epoch " + std::to_string(e) + ", step " +
-                                         std::to_string(s + 1) + "; the parameters are those before this step");
-            // Keep p to restore it if the update itself overflows (finite gradient, huge step).
-            std::copy(ps.begin(), ps.end(), before_step.begin());
-            opt.step(ps, std::span<const T>(g.data(), Net::num_params));
-            if (!std::ranges::all_of(ps, [](T v) { return std::isfinite(v); })) {
-                std::copy(before_step.begin(), before_step.end(), ps.begin());
-                throw std::runtime_error("fit: the parameter update became non-finite at epoch " + std::to_string(e) +
-                                         ", step " + std::to_string(s + 1) +
-                                         "; the parameters are those before this step");
-            }
-            ++result.steps;
-            epoch_loss += static_cast<double>(l) * static_cast<double>(m);
-            if (o.on_step) o.on_step(StepInfo{e, s + 1, steps, static_cast<double>(l)});
+    if constexpr (!targets_match) {
+        return {};  // not compiled: the assertion above is the one error, not the conversions below
+    } else {
+        constexpr const char* where = "fit";
+        detail::check_threads(where, o.threads);
+        detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
+        const std::size_t n = detail::count_rows(where, detail::input_size(x), Net::in_size);
+        detail::expect_size(where, "the target buffer", n * L::targets_per_sample(Net::out_size), std::ranges::size(y));
+        if (n > UINT32_MAX)
+            throw std::invalid_argument("fit: " + std::to_string(n) + " samples, expected at most 2^32 - 1");
+        L::template check_targets<T>(std::span(std::ranges::data(y), std::ranges::size(y)), Net::out_size);
+        if (o.check_finite) {
+            check_finite(x, Net::in_size, "input");
+            check_finite(y, L::targets_per_sample(Net::out_size), "target");
         }
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        result.seconds += secs;
-        result.last_epoch_loss = epoch_loss / static_cast<double>(n);
-        if (o.on_epoch) o.on_epoch(EpochInfo{e, o.epochs, result.last_epoch_loss, secs});
+        const std::size_t batch = o.batch == 0 ? n : std::min(o.batch, n);
+        const bool shuffle = o.shuffle && batch < n;
+        const int threads = resolve_threads(o.threads);
+
+        Workspace<Net, T> ws(batch, threads);
+        std::vector<T> g(Net::num_params + 1);  // the gradient, then the loss (see WholeBatch)
+        std::vector<T> before_step(Net::num_params);
+        std::vector<std::uint32_t> order(shuffle ? n : 0);
+        std::iota(order.begin(), order.end(), 0u);
+        if (o.reset_optimizer) opt.init(Net::num_params);
+        Rng rng(o.seed);
+
+        T* pp = std::ranges::data(p);
+        const std::span<T> ps(pp, Net::num_params);
+        FitResult result;
+        const std::size_t steps = (n + batch - 1) / batch;
+        for (std::size_t e = 1; e <= o.epochs; ++e) {
+            const auto t0 = std::chrono::steady_clock::now();
+            if (shuffle)
+                for (std::size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+            double epoch_loss = 0;
+            for (std::size_t s = 0; s < steps; ++s) {
+                const std::size_t b0 = s * batch, m = std::min(batch, n - b0);
+                const auto [first, count] = split.share(m);  // this process's rows [b0 + first, b0 + first + count)
+                auto xb = detail::input_rows<T>(x);
+                if (!shuffle) xb.data += (b0 + first) * Net::in_size;
+                const auto* yb =
+                    std::ranges::data(y) + (shuffle ? 0 : (b0 + first) * L::targets_per_sample(Net::out_size));
+                const std::uint32_t* rows = shuffle ? order.data() + b0 + first : nullptr;
+                // Dropout keys its masks by (seed, step, sample index in the whole batch): first is where this
+                // process's slice starts, so the masks do not depend on how many processes share the batch.
+                const Pass pass{.training = true,
+                                .seed = o.seed,
+                                .step = detail::step_number(opt, o.first_step + result.steps),
+                                .first_sample = first};
+                if (count > 0)
+                    g[Net::num_params] = ws.value_and_gradient(pp, g.data(), xb, yb, rows, count, loss, threads, pass);
+                else
+                    std::fill(g.begin(), g.end(), T(0));
+                split.template reduce<T>(std::span<T>(g), count, m);
+                const T l = g[Net::num_params];
+                bool finite = std::isfinite(l);
+                for (std::size_t j = 0; finite && j < g.size(); ++j) finite = std::isfinite(g[j]);
+                if (!finite)
+                    throw std::runtime_error("fit: the " + std::string(std::isfinite(l) ? "gradient" : "loss") +
+                                             " became non-finite at epoch " + std::to_string(e) + ", step " +
+                                             std::to_string(s + 1) + "; the parameters are those before this step");
+                // Keep p to restore it if the update itself overflows (finite gradient, huge step).
+                std::copy(ps.begin(), ps.end(), before_step.begin());
+                opt.step(ps, std::span<const T>(g.data(), Net::num_params));
+                if (!std::ranges::all_of(ps, [](T v) { return std::isfinite(v); })) {
+                    std::copy(before_step.begin(), before_step.end(), ps.begin());
+                    throw std::runtime_error("fit: the parameter update became non-finite at epoch " + std::to_string(e) +
+                                             ", step " + std::to_string(s + 1) +
+                                             "; the parameters are those before this step");
+                }
+                ++result.steps;
+                epoch_loss += static_cast<double>(l) * static_cast<double>(m);
+                if (o.on_step) o.on_step(StepInfo{e, s + 1, steps, static_cast<double>(l)});
+            }
+            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            result.seconds += secs;
+            result.last_epoch_loss = epoch_loss / static_cast<double>(n);
+            if (o.on_epoch) o.on_epoch(EpochInfo{e, o.epochs, result.last_epoch_loss, secs});
+        }
+        return result;
     }
-    return result;
 }
 
 }  // namespace chainlet

@@ -65,7 +65,11 @@ template <TaylorDense B>
 struct HvpRule<B> {
     static constexpr std::size_t In = B::in_size, Out = B::out_size;
     static constexpr std::size_t saved = 2 * Out, scratch = 0;
-    using Act = typename B::activation;
+    static_assert(JetActivation<typename B::activation>,
+                  "chainlet: the parameter Hessian-vector product (derivatives/hvp.hpp) needs an activation with a "
+                  "jet (Act::jet: the value and three derivatives), which Identity, ReLU, Tanh, Sigmoid, Softplus "
+                  "and GELU have; the Dense in the \"required from\" line uses another");
+    using Act = jet_activation<typename B::activation>;
 
     template <class T>
     static void forward(const T* w, const T* vw, const T* x, const T* rx, T* a, T* ra, T* sv, std::size_t m) {
@@ -216,10 +220,15 @@ struct HvpRuleOf<Slice<First, Count>, B> {
 };
 
 // ActivationLayer: the rules of the header comment (f at the layer's input x).
-template <Activation Act, class B>
-struct HvpRuleOf<ActivationLayer<Act>, B> {
+template <Activation A, class B>
+struct HvpRuleOf<ActivationLayer<A>, B> {
     static constexpr std::size_t F = B::in_size;
     static constexpr std::size_t saved = 0, scratch = 0;
+    static_assert(JetActivation<A>,
+                  "chainlet: the parameter Hessian-vector product (derivatives/hvp.hpp) needs an activation with a "
+                  "jet (Act::jet: the value and three derivatives), which Identity, ReLU, Tanh, Sigmoid, Softplus "
+                  "and GELU have; the ActivationLayer in the \"required from\" line uses another");
+    using Act = jet_activation<A>;
     template <class T>
     static void forward(const T*, const T*, const T* x, const T* rx, T* y, T* ry, T*, std::size_t m) {
         kernels::vectors_then_scalars<T>(F * m, [&]<class V>(std::size_t k) {

@@ -58,14 +58,25 @@
 
 namespace chainlet {
 
-// A bound layer the input-derivative pass can go through: Dense (it exposes its activation and bias).
+// A bound Dense layer, which the input-derivative pass and the Hessian-vector product go through (it
+// exposes its activation and bias).
 template <class L>
 concept TaylorDense = requires {
     typename L::activation;
     { L::has_bias } -> std::convertible_to<bool>;
     { L::num_weights } -> std::convertible_to<std::size_t>;
-    { L::activation::template jet<double>(0.0) };
 };
+
+// An activation with a jet (its value and first three derivatives, activations.hpp), which both passes
+// need in a Dense or an ActivationLayer. Not part of the Activation concept: ELU, LeakyReLU, SiLU and
+// GELUExact have none yet.
+template <class Act>
+concept JetActivation = requires { { Act::template jet<double>(0.0) }; };
+
+// The activation a rule computes with: Act, or Identity after the rule's static_assert has rejected Act,
+// so that the assertion stays the only error.
+template <class Act>
+using jet_activation = std::conditional_t<JetActivation<Act>, Act, Identity>;
 
 // Which derivatives the pass carries. tangents: D, the number of tangent columns (for input derivatives,
 // the input size: tangent i is d/dx_i). second[k]: the tangent indices whose pure second derivatives
@@ -298,7 +309,11 @@ template <TaylorDense B>
 struct TaylorRule<B> {
     static constexpr std::size_t In = B::in_size, Out = B::out_size;
     static constexpr std::size_t saved = Out, scratch = 0;
-    using Act = typename B::activation;
+    static_assert(JetActivation<typename B::activation>,
+                  "chainlet: the input-derivative pass (derivatives/taylor.hpp) needs an activation with a jet "
+                  "(Act::jet: the value and three derivatives), which Identity, ReLU, Tanh, Sigmoid, Softplus and "
+                  "GELU have; the Dense in the \"required from\" line uses another");
+    using Act = jet_activation<typename B::activation>;
 
     template <class T>
     static void forward(const T* p, const T* x, T* y, T* z, std::size_t m, const JetColumns& cols) {
@@ -426,10 +441,15 @@ struct TaylorRuleOf<Slice<First, Count>, B> {
 
 // ActivationLayer<Act>: Dense's activation rule with z = x (the layer's input, kept by the caller).
 // Pullback: xbar = the activation rule's pullback of ybar (computed in xbar); nothing without xbar.
-template <Activation Act, class B>
-struct TaylorRuleOf<ActivationLayer<Act>, B> {
+template <Activation A, class B>
+struct TaylorRuleOf<ActivationLayer<A>, B> {
     static constexpr std::size_t F = B::in_size;
     static constexpr std::size_t saved = 0, scratch = 0;
+    static_assert(JetActivation<A>,
+                  "chainlet: the input-derivative pass (derivatives/taylor.hpp) needs an activation with a jet "
+                  "(Act::jet: the value and three derivatives), which Identity, ReLU, Tanh, Sigmoid, Softplus and "
+                  "GELU have; the ActivationLayer in the \"required from\" line uses another");
+    using Act = jet_activation<A>;
     template <class T>
     static void forward(const T*, const T* x, T* y, T*, std::size_t m, const JetColumns& cols) {
         DenseJetRule<Act, T>::template forward<false>(x, y, F, m, cols.D, cols.second);
