@@ -32,6 +32,7 @@
 #include "chainlet/kernels/gemm.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
+#include "chainlet/memory.hpp"
 #include "chainlet/layers/recurrent.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
@@ -67,7 +68,9 @@ struct GRU {
             const T* w_hh = p + params::w_hh;
             const T* b_hh = p + params::b_hh;
             // Bias of the gate rows: b_ih + b_hh for r and z (summed once here), b_in for n (b_hn sits inside r * (...)).
-            std::array<T, G> bias;
+            // G entries used; room for whole vectors: gemv_t reads bias in vectors only where they fit in G,
+            // but g++ 12 (-Warray-bounds) could not see that for G = 3 (GRU<1>) in double.
+            std::array<T, round_up16(G)> bias;
             for (std::size_t k = 0; k < G; ++k) bias[k] = p[params::b_ih + k] + (k < 2 * H ? b_hh[k] : T(0));
             for (std::size_t t = 0; t < steps; ++t) {
                 T* gates = saved + t * saved_per_step * n;  // r, z, n rows, first their pre-activations
