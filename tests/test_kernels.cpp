@@ -59,7 +59,7 @@ void check_gemm_nn(bool transposed_a, bool with_z, const std::vector<std::size_t
                     auto b = test::random_vector<T>(K * ld, N * 7 + K + pad);
                     auto bias = test::random_vector<T>(std::max(M, N) + pad, M + N);
                     for (std::size_t k = 0; k < K; ++k) std::fill_n(b.begin() + k * ld + N, pad, nan);
-                    if (init == Init::col_bias) std::fill_n(bias.begin() + N, pad, nan);
+                    if constexpr (init == Init::col_bias) std::fill_n(bias.begin() + N, pad, nan);
                     auto c_start = test::random_vector<T>(M * ld, 5);
                     for (std::size_t i = 0; i < M; ++i) std::fill_n(c_start.begin() + i * ld + N, pad, c_sentinel);
                     const ptrdiff_t rs = transposed_a ? 1 : static_cast<ptrdiff_t>(K);
@@ -105,6 +105,7 @@ TEMPLATE_TEST_CASE("gemm_nn leaves the memory past each row's N columns alone", 
     const std::vector<std::size_t> rows = {3, 7, 12, 17}, pads = {1, 13};
     check_gemm_nn<NoEpilogue, Init::accumulate, TestType>(false, false, rows, {7}, pads);
     check_gemm_nn<ReLU, Init::row_bias, TestType>(false, true, rows, {7}, pads);
+    check_gemm_nn<GELU, Init::col_bias, TestType>(false, true, rows, {7}, pads);
     check_gemm_nn<GELU, Init::col_bias, TestType>(true, true, rows, {7}, pads);
 }
 

@@ -46,9 +46,22 @@ auto input_rows(const X& x) {
     if constexpr (std::is_same_v<X, ByteData>) {
         return InputRows<T, std::uint8_t>{x.values.data(), static_cast<T>(x.scale), static_cast<T>(x.offset)};
     } else {
-        static_assert(std::is_same_v<value_t<X>, T>, "the inputs must have the parameters' element type (or be ByteData)");
-        return InputRows<T, T>{std::ranges::data(x)};
+        if constexpr (!std::is_same_v<value_t<X>, T>) {
+            static_assert(std::is_same_v<value_t<X>, T>, "the inputs must have the parameters' element type (or be ByteData)");
+            return InputRows<T, T>{nullptr};  // reached only after the assertion failed: no conversion error after it
+        } else {
+            return InputRows<T, T>{std::ranges::data(x)};
+        }
     }
+}
+// Whether Y holds the targets loss L expects for element type T; true for a loss without target<T>,
+// whose Loss assertion is then the error (not a missing member named here first).
+template <class L, class T, class Y>
+constexpr bool targets_match() {
+    if constexpr (requires { typename L::template target<T>; })
+        return std::is_same_v<value_t<Y>, typename L::template target<T>>;
+    else
+        return true;
 }
 template <class X>
 std::size_t input_size(const X& x) {
@@ -140,15 +153,15 @@ detail::value_t<G> value_and_gradient(Workspace<Net, detail::value_t<G>>& ws, co
                                       const Y& y, const L& loss, int threads = 1, Pass pass = {.training = true}) {
     using T = detail::value_t<G>;
     constexpr bool params_match = std::is_same_v<detail::value_t<P>, T>;
-    constexpr bool targets_match = std::is_same_v<detail::value_t<Y>, typename L::template target<T>>;
+    constexpr bool targets_match = detail::targets_match<L, T, Y>();
     static_assert(Loss<L, T>, "the loss does not provide the interface documented in chainlet/losses.hpp");
     static_assert(params_match, "parameters and gradient must have the same element type");
     static_assert(targets_match, "the targets' element type is not the one the loss expects");
     static_assert(!detail::softmax_twice<Net, L>,
                   "SoftmaxCrossEntropy applies the softmax itself: train the chain without its final Softmax layer "
                   "and add Softmax only to the chain you predict with (same parameters)");
-    if constexpr (!params_match || !targets_match) {
-        return T(0);  // not compiled: the assertion above is the one error, not the conversions below
+    if constexpr (!Loss<L, T> || !params_match || !targets_match) {
+        return T(0);  // only where an assertion above failed: the body below, discarded, adds no error
     } else {
         constexpr const char* where = "value_and_gradient";
         detail::check_threads(where, threads);
@@ -176,7 +189,7 @@ void predict(Workspace<Net, detail::value_t<O>>& ws, const P& p, const X& x, O&&
     using T = detail::value_t<O>;
     constexpr bool params_match = std::is_same_v<detail::value_t<P>, T>;
     static_assert(params_match, "parameters and outputs must have the same element type");
-    if constexpr (params_match) {  // else the assertion above is the one error
+    if constexpr (params_match) {  // else the assertion above is the only error
         constexpr const char* where = "predict";
         detail::check_threads(where, threads);
         detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
@@ -252,20 +265,21 @@ template <class Net, std::ranges::contiguous_range P, class L, detail::Inputs X,
           class Opt, class Split = WholeBatch>
 FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitOptions& o = {}, Split&& split = {}) {
     using T = detail::value_t<P>;
-    constexpr bool targets_match = std::is_same_v<detail::value_t<Y>, typename L::template target<T>>;
+    constexpr bool targets_match = detail::targets_match<L, T, Y>();
     static_assert(Loss<L, T>, "the loss does not provide the interface documented in chainlet/losses.hpp");
     static_assert(targets_match, "the targets' element type is not the one the loss expects");
     static_assert(!detail::softmax_twice<Net, L>,
                   "SoftmaxCrossEntropy applies the softmax itself: train the chain without its final Softmax layer "
                   "and add Softmax only to the chain you predict with (same parameters)");
-    if constexpr (!targets_match) {
-        return {};  // not compiled: the assertion above is the one error, not the conversions below
+    if constexpr (!Loss<L, T> || !targets_match) {
+        return {};  // only where an assertion above failed: the body below, discarded, adds no error
     } else {
         constexpr const char* where = "fit";
         detail::check_threads(where, o.threads);
         detail::expect_size(where, "the parameter buffer", Net::num_params, std::ranges::size(p));
         const std::size_t n = detail::count_rows(where, detail::input_size(x), Net::in_size);
-        detail::expect_size(where, "the target buffer", n * L::targets_per_sample(Net::out_size), std::ranges::size(y));
+        detail::expect_size(where, "the target buffer", n * L::targets_per_sample(Net::out_size),
+                            std::ranges::size(y));
         if (n > UINT32_MAX)
             throw std::invalid_argument("fit: " + std::to_string(n) + " samples, expected at most 2^32 - 1");
         L::template check_targets<T>(std::span(std::ranges::data(y), std::ranges::size(y)), Net::out_size);

@@ -32,8 +32,8 @@
 #include "chainlet/kernels/gemm.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
-#include "chainlet/memory.hpp"
 #include "chainlet/layers/recurrent.hpp"
+#include "chainlet/memory.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
 
