@@ -45,13 +45,11 @@ template <class T, class X>
 auto input_rows(const X& x) {
     if constexpr (std::is_same_v<X, ByteData>) {
         return InputRows<T, std::uint8_t>{x.values.data(), static_cast<T>(x.scale), static_cast<T>(x.offset)};
+    } else if constexpr (!std::is_same_v<value_t<X>, T>) {
+        static_assert(std::is_same_v<value_t<X>, T>, "the inputs must have the parameters' element type (or be ByteData)");
+        return InputRows<T, T>{nullptr};  // reached only after the assertion failed: no conversion error after it
     } else {
-        if constexpr (!std::is_same_v<value_t<X>, T>) {
-            static_assert(std::is_same_v<value_t<X>, T>, "the inputs must have the parameters' element type (or be ByteData)");
-            return InputRows<T, T>{nullptr};  // reached only after the assertion failed: no conversion error after it
-        } else {
-            return InputRows<T, T>{std::ranges::data(x)};
-        }
+        return InputRows<T, T>{std::ranges::data(x)};
     }
 }
 // Whether Y holds the targets loss L expects for element type T; true for a loss without target<T>,
@@ -82,6 +80,20 @@ constexpr bool ends_in_probabilities() {
 }
 template <class Net, class L>
 inline constexpr bool softmax_twice = std::is_same_v<L, SoftmaxCrossEntropy> && ends_in_probabilities<Net>();
+
+// The type checks value_and_gradient and fit share, one static_assert each. The result says whether the
+// caller's body may be compiled: false only where an assertion failed, so that the discarded body adds
+// no error after it.
+template <class Net, class L, class T, class Y>
+constexpr bool loss_and_targets_fit() {
+    constexpr bool targets_ok = targets_match<L, T, Y>();
+    static_assert(Loss<L, T>, "the loss does not provide the interface documented in chainlet/losses.hpp");
+    static_assert(targets_ok, "the targets' element type is not the one the loss expects");
+    static_assert(!softmax_twice<Net, L>,
+                  "SoftmaxCrossEntropy applies the softmax itself: train the chain without its final Softmax layer "
+                  "and add Softmax only to the chain you predict with (same parameters)");
+    return Loss<L, T> && targets_ok;
+}
 
 // The step number a fit step passes to the layers (Pass::step, for Dropout's masks): the optimiser's
 // own count of the steps it has taken when it keeps one (Adam, AdamW: steps(), which checkpoints save,
@@ -152,16 +164,11 @@ template <class Net, std::ranges::contiguous_range P, std::ranges::contiguous_ra
 detail::value_t<G> value_and_gradient(Workspace<Net, detail::value_t<G>>& ws, const P& p, G&& g, const X& x,
                                       const Y& y, const L& loss, int threads = 1, Pass pass = {.training = true}) {
     using T = detail::value_t<G>;
+    constexpr bool loss_ok = detail::loss_and_targets_fit<Net, L, T, Y>();
     constexpr bool params_match = std::is_same_v<detail::value_t<P>, T>;
-    constexpr bool targets_match = detail::targets_match<L, T, Y>();
-    static_assert(Loss<L, T>, "the loss does not provide the interface documented in chainlet/losses.hpp");
     static_assert(params_match, "parameters and gradient must have the same element type");
-    static_assert(targets_match, "the targets' element type is not the one the loss expects");
-    static_assert(!detail::softmax_twice<Net, L>,
-                  "SoftmaxCrossEntropy applies the softmax itself: train the chain without its final Softmax layer "
-                  "and add Softmax only to the chain you predict with (same parameters)");
-    if constexpr (!Loss<L, T> || !params_match || !targets_match) {
-        return T(0);  // only where an assertion above failed: the body below, discarded, adds no error
+    if constexpr (!loss_ok || !params_match) {
+        return T(0);  // only where an assertion failed: the body below, discarded, adds no error
     } else {
         constexpr const char* where = "value_and_gradient";
         detail::check_threads(where, threads);
@@ -265,14 +272,8 @@ template <class Net, std::ranges::contiguous_range P, class L, detail::Inputs X,
           class Opt, class Split = WholeBatch>
 FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitOptions& o = {}, Split&& split = {}) {
     using T = detail::value_t<P>;
-    constexpr bool targets_match = detail::targets_match<L, T, Y>();
-    static_assert(Loss<L, T>, "the loss does not provide the interface documented in chainlet/losses.hpp");
-    static_assert(targets_match, "the targets' element type is not the one the loss expects");
-    static_assert(!detail::softmax_twice<Net, L>,
-                  "SoftmaxCrossEntropy applies the softmax itself: train the chain without its final Softmax layer "
-                  "and add Softmax only to the chain you predict with (same parameters)");
-    if constexpr (!Loss<L, T> || !targets_match) {
-        return {};  // only where an assertion above failed: the body below, discarded, adds no error
+    if constexpr (!detail::loss_and_targets_fit<Net, L, T, Y>()) {
+        return {};  // only where an assertion failed: the body below, discarded, adds no error
     } else {
         constexpr const char* where = "fit";
         detail::check_threads(where, o.threads);

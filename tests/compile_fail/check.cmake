@@ -1,6 +1,7 @@
-# Compiles SOURCE (which must fail) and checks that the compiler's output holds EXPECT and, when
-# MAX_ERRORS is given, at most that many "error:" lines (one readable error, not a cascade).
-#   cmake -DCXX=... -DSOURCE=... -DEXPECT=... -DFLAGS="..." [-DMAX_ERRORS=1] -P check.cmake
+# Compiles SOURCE (which must fail) and checks that the compiler's output holds EXPECT, in exactly
+# EXPECT_COUNT of its "error:" lines when that is given, and, when MAX_ERRORS is given, at most that many
+# "error:" lines (one readable error, not a cascade).
+#   cmake -DCXX=... -DSOURCE=... -DEXPECT=... -DFLAGS="..." [-DMAX_ERRORS=1] [-DEXPECT_COUNT=2] -P check.cmake
 separate_arguments(flag_list UNIX_COMMAND "${FLAGS}")
 execute_process(COMMAND ${CXX} ${flag_list} -fsyntax-only ${SOURCE}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -10,6 +11,20 @@ endif()
 string(FIND "${err}" "${EXPECT}" at)
 if(at EQUAL -1)
   message(FATAL_ERROR "the compiler's output lacks \"${EXPECT}\":\n${err}")
+endif()
+# The errors that say EXPECT (the compiler also echoes the source line of a static_assert, which may
+# hold the message, so count the "error:" lines, not every occurrence).
+string(REPLACE ";" "," err_text "${err}")
+string(REGEX MATCHALL "error:[^\n]*" error_lines "${err_text}")
+set(found 0)
+foreach(line IN LISTS error_lines)
+  string(FIND "${line}" "${EXPECT}" at)
+  if(NOT at EQUAL -1)
+    math(EXPR found "${found} + 1")
+  endif()
+endforeach()
+if(DEFINED EXPECT_COUNT AND NOT found EQUAL EXPECT_COUNT)
+  message(FATAL_ERROR "${found} errors say \"${EXPECT}\", expected ${EXPECT_COUNT}:\n${err}")
 endif()
 string(REGEX MATCHALL "error:" errors "${err}")
 list(LENGTH errors count)

@@ -3,7 +3,8 @@
 // carried through the forward pass and the pullback. SquaredError loss. The pass walks the chain by
 // one rule per layer kind (detail::HvpRule, recursively through containers, as taylor.hpp does):
 // Dense, ActivationLayer, Slice, Residual and Parallel (Concat, Sum, Product, Dot); any other layer
-// fails to compile with one static_assert naming it.
+// fails to compile with one static_assert naming it, and so does a Dense or ActivationLayer whose
+// activation has no jet (detail::CheckedJet in taylor.hpp).
 //
 // Forward, layer l (z = W a + b, a' = f(z)), with v = (V, c) the direction of (W, b):
 //   Rz = V a + c + W Ra (Ra = 0 at the input),   Ra' = f'(z) Rz
@@ -65,11 +66,7 @@ template <TaylorDense B>
 struct HvpRule<B> {
     static constexpr std::size_t In = B::in_size, Out = B::out_size;
     static constexpr std::size_t saved = 2 * Out, scratch = 0;
-    static_assert(JetActivation<typename B::activation>,
-                  "chainlet: the parameter Hessian-vector product (derivatives/hvp.hpp) needs an activation with a "
-                  "jet (Act::jet: the value and three derivatives), which Identity, ReLU, Tanh, Sigmoid, Softplus "
-                  "and GELU have; the Dense in the \"required from\" line uses another");
-    using Act = jet_activation<typename B::activation>;
+    using Act = jet_activation<typename B::activation, B>;
 
     template <class T>
     static void forward(const T* w, const T* vw, const T* x, const T* rx, T* a, T* ra, T* sv, std::size_t m) {
@@ -224,11 +221,7 @@ template <Activation A, class B>
 struct HvpRuleOf<ActivationLayer<A>, B> {
     static constexpr std::size_t F = B::in_size;
     static constexpr std::size_t saved = 0, scratch = 0;
-    static_assert(JetActivation<A>,
-                  "chainlet: the parameter Hessian-vector product (derivatives/hvp.hpp) needs an activation with a "
-                  "jet (Act::jet: the value and three derivatives), which Identity, ReLU, Tanh, Sigmoid, Softplus "
-                  "and GELU have; the ActivationLayer in the \"required from\" line uses another");
-    using Act = jet_activation<A>;
+    using Act = jet_activation<A, B>;
     template <class T>
     static void forward(const T*, const T*, const T* x, const T* rx, T* y, T* ry, T*, std::size_t m) {
         kernels::vectors_then_scalars<T>(F * m, [&]<class V>(std::size_t k) {

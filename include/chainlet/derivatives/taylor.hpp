@@ -21,7 +21,8 @@
 // concatenate), Sum (columns add), Product and Dot (Leibniz, one factor at a time:
 //   y = a b,  y_i = a_i b + a b_i,  y_S = a_S b + 2 sum_{i in S} a_i b_i + a b_S).
 // Any other layer (convolutions, pooling, normalisation, recurrent, Dropout ...) fails to compile with
-// one static_assert; the "required from" line names it.
+// one static_assert; the "required from" line names it. So does a Dense or ActivationLayer whose
+// activation has no jet (ELU, LeakyReLU, SiLU, GELUExact: detail::CheckedJet), with its own message.
 //
 // Where the rules live: here, not in the layers' headers. A layer header holds the whole layer for
 // training (forward, pullback, metadata); the jet rules belong to this pass, need its column layout and
@@ -73,10 +74,22 @@ concept TaylorDense = requires {
 template <class Act>
 concept JetActivation = requires { { Act::template jet<double>(0.0) }; };
 
-// The activation a rule computes with: Act, or Identity after the rule's static_assert has rejected Act,
-// so that the assertion stays the only error.
-template <class Act>
-using jet_activation = std::conditional_t<JetActivation<Act>, Act, Identity>;
+namespace detail {
+// The activation the Dense and ActivationLayer rules of both passes compute with: Act, or, where Act has
+// no jet, Identity after the assertion has said so, which then stays the only error. Layer (the bound
+// layer) makes it one assertion per such layer; its "required from" lines name the layer and the pass.
+template <class Act, class Layer>
+struct CheckedJet {
+    static_assert(JetActivation<Act>,
+                  "chainlet: the input-derivative pass (derivatives/taylor.hpp) and the parameter Hessian-vector "
+                  "product (derivatives/hvp.hpp) need an activation with a jet (Act::jet: the value and three "
+                  "derivatives), which Identity, ReLU, Tanh, Sigmoid, Softplus and GELU have; the Dense or "
+                  "ActivationLayer in the \"required from\" lines uses another");
+    using type = std::conditional_t<JetActivation<Act>, Act, Identity>;
+};
+template <class Act, class Layer>
+using jet_activation = typename CheckedJet<Act, Layer>::type;
+}  // namespace detail
 
 // Which derivatives the pass carries. tangents: D, the number of tangent columns (for input derivatives,
 // the input size: tangent i is d/dx_i). second[k]: the tangent indices whose pure second derivatives
@@ -309,11 +322,7 @@ template <TaylorDense B>
 struct TaylorRule<B> {
     static constexpr std::size_t In = B::in_size, Out = B::out_size;
     static constexpr std::size_t saved = Out, scratch = 0;
-    static_assert(JetActivation<typename B::activation>,
-                  "chainlet: the input-derivative pass (derivatives/taylor.hpp) needs an activation with a jet "
-                  "(Act::jet: the value and three derivatives), which Identity, ReLU, Tanh, Sigmoid, Softplus and "
-                  "GELU have; the Dense in the \"required from\" line uses another");
-    using Act = jet_activation<typename B::activation>;
+    using Act = jet_activation<typename B::activation, B>;
 
     template <class T>
     static void forward(const T* p, const T* x, T* y, T* z, std::size_t m, const JetColumns& cols) {
@@ -439,17 +448,13 @@ struct TaylorRuleOf<Slice<First, Count>, B> {
     }
 };
 
-// ActivationLayer<Act>: Dense's activation rule with z = x (the layer's input, kept by the caller).
+// ActivationLayer<A>: Dense's activation rule with z = x (the layer's input, kept by the caller).
 // Pullback: xbar = the activation rule's pullback of ybar (computed in xbar); nothing without xbar.
 template <Activation A, class B>
 struct TaylorRuleOf<ActivationLayer<A>, B> {
     static constexpr std::size_t F = B::in_size;
     static constexpr std::size_t saved = 0, scratch = 0;
-    static_assert(JetActivation<A>,
-                  "chainlet: the input-derivative pass (derivatives/taylor.hpp) needs an activation with a jet "
-                  "(Act::jet: the value and three derivatives), which Identity, ReLU, Tanh, Sigmoid, Softplus and "
-                  "GELU have; the ActivationLayer in the \"required from\" line uses another");
-    using Act = jet_activation<A>;
+    using Act = jet_activation<A, B>;
     template <class T>
     static void forward(const T*, const T* x, T* y, T*, std::size_t m, const JetColumns& cols) {
         DenseJetRule<Act, T>::template forward<false>(x, y, F, m, cols.D, cols.second);

@@ -87,10 +87,7 @@ inline void storev(T* p, V v) {
     if constexpr (is_vector<V>) v.store_unaligned(p);
     else *p = v;
 }
-// The first `count` lanes of a 64-byte AVX-512 vector V (1 <= count <= lanes<V>): loaded with the
-// others zero, or stored with the memory past them untouched, through a lane mask (no fault, no access
-// past them), for a tile's last vector past the end of a row (nn_panel). Only AVX-512 has the masks;
-// nn_panel takes this route only there (kernels::masked_tail_tiles), so other widths have no form.
+// Whether V is a 64-byte AVX-512 vector, the only kind whose lanes load_first and store_first can mask.
 template <class V>
 inline constexpr bool has_masked_lanes =
 #if !defined(CHAINLET_SCALAR) && defined(__AVX512F__)
@@ -98,6 +95,10 @@ inline constexpr bool has_masked_lanes =
 #else
     false;
 #endif
+// The first `count` lanes of a 64-byte AVX-512 vector V (1 <= count <= lanes<V>): loaded with the
+// others zero, or stored with the memory past them untouched, through a lane mask (no fault, no access
+// past them), for a tile's last vector past the end of a row (nn_panel). Only AVX-512 has the masks;
+// nn_panel takes this route only there (kernels::masked_tail_tiles), so other widths have no form.
 // The mask (1u << count) - 1 is written out in each call: named (a helper, or even a local), it changed
 // GCC 12's register allocation in nn_panel's masked tiles (the same operations, other registers and order).
 template <class V, class T>
