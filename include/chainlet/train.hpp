@@ -81,11 +81,11 @@ constexpr bool ends_in_probabilities() {
 template <class Net, class L>
 inline constexpr bool softmax_twice = std::is_same_v<L, SoftmaxCrossEntropy> && ends_in_probabilities<Net>();
 
-// The type checks value_and_gradient and fit share, one static_assert each. The result says whether the
-// caller's body may be compiled: false only where an assertion failed, so that the discarded body adds
-// no error after it.
+// The type checks value_and_gradient and fit share, one static_assert each (the loss's interface, the
+// targets' element type, no softmax twice). The result says whether the caller's body may be compiled:
+// false where the loss or targets assertion failed, so that the discarded body adds no error after it.
 template <class Net, class L, class T, class Y>
-constexpr bool loss_and_targets_fit() {
+constexpr bool training_types_ok() {
     constexpr bool targets_ok = targets_match<L, T, Y>();
     static_assert(Loss<L, T>, "the loss does not provide the interface documented in chainlet/losses.hpp");
     static_assert(targets_ok, "the targets' element type is not the one the loss expects");
@@ -164,10 +164,10 @@ template <class Net, std::ranges::contiguous_range P, std::ranges::contiguous_ra
 detail::value_t<G> value_and_gradient(Workspace<Net, detail::value_t<G>>& ws, const P& p, G&& g, const X& x,
                                       const Y& y, const L& loss, int threads = 1, Pass pass = {.training = true}) {
     using T = detail::value_t<G>;
-    constexpr bool loss_ok = detail::loss_and_targets_fit<Net, L, T, Y>();
     constexpr bool params_match = std::is_same_v<detail::value_t<P>, T>;
     static_assert(params_match, "parameters and gradient must have the same element type");
-    if constexpr (!loss_ok || !params_match) {
+    constexpr bool types_ok = detail::training_types_ok<Net, L, T, Y>();
+    if constexpr (!params_match || !types_ok) {
         return T(0);  // only where an assertion failed: the body below, discarded, adds no error
     } else {
         constexpr const char* where = "value_and_gradient";
@@ -272,7 +272,7 @@ template <class Net, std::ranges::contiguous_range P, class L, detail::Inputs X,
           class Opt, class Split = WholeBatch>
 FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitOptions& o = {}, Split&& split = {}) {
     using T = detail::value_t<P>;
-    if constexpr (!detail::loss_and_targets_fit<Net, L, T, Y>()) {
+    if constexpr (!detail::training_types_ok<Net, L, T, Y>()) {
         return {};  // only where an assertion failed: the body below, discarded, adds no error
     } else {
         constexpr const char* where = "fit";

@@ -1,6 +1,6 @@
 // fit with SoftmaxCrossEntropy on a chain that ends in Softmax: the loss applies the softmax itself, so
 // training would apply it twice. One error that says so (value_and_gradient makes the same check,
-// detail::loss_and_targets_fit).
+// detail::training_types_ok).
 #include <cstdint>
 #include <vector>
 

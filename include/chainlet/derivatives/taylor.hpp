@@ -77,14 +77,15 @@ concept JetActivation = requires { { Act::template jet<double>(0.0) }; };
 namespace detail {
 // The activation the Dense and ActivationLayer rules of both passes compute with: Act, or, where Act has
 // no jet, Identity after the assertion has said so, which then stays the only error. Layer (the bound
-// layer) makes it one assertion per such layer; its "required from" lines name the layer and the pass.
+// layer) makes it one assertion per layer type, named in the "In instantiation of" line; the "required
+// from" lines after it name the pass that needed it first.
 template <class Act, class Layer>
 struct CheckedJet {
     static_assert(JetActivation<Act>,
                   "chainlet: the input-derivative pass (derivatives/taylor.hpp) and the parameter Hessian-vector "
                   "product (derivatives/hvp.hpp) need an activation with a jet (Act::jet: the value and three "
                   "derivatives), which Identity, ReLU, Tanh, Sigmoid, Softplus and GELU have; the Dense or "
-                  "ActivationLayer in the \"required from\" lines uses another");
+                  "ActivationLayer named as Layer in CheckedJet<Act, Layer> uses another");
     using type = std::conditional_t<JetActivation<Act>, Act, Identity>;
 };
 template <class Act, class Layer>
