@@ -4,7 +4,7 @@
 // one rule per layer kind (detail::HvpRule, recursively through containers, as taylor.hpp does):
 // Dense, ActivationLayer, Slice, Residual and Parallel (Concat, Sum, Product, Dot); any other layer
 // fails to compile with one static_assert naming it, and so does a Dense or ActivationLayer whose
-// activation has no jet (detail::CheckedJet in taylor.hpp).
+// activation has no jet (detail::checked_jet in taylor.hpp).
 //
 // Forward, layer l (z = W a + b, a' = f(z)), with v = (V, c) the direction of (W, b):
 //   Rz = V a + c + W Ra (Ra = 0 at the input),   Ra' = f'(z) Rz
@@ -35,6 +35,16 @@ namespace chainlet {
 
 namespace detail {
 
+// The primary HvpRule's assertion (a layer without a rule), in a function: see no_taylor_rule.
+template <class B>
+constexpr std::size_t no_hvp_rule() {
+    static_assert(always_false<B>,
+                  "chainlet: the parameter Hessian-vector product (derivatives/hvp.hpp) goes through Dense, "
+                  "ActivationLayer, Slice, Residual and Parallel only; the layer in the \"required from\" line is "
+                  "not one of them");
+    return 0;
+}
+
 // The R-operator rule of a bound layer B, for a chunk of m samples (buffers feature-major, f m + s):
 //   saved, scratch   features of storage per sample
 //   forward(p, v, x, rx, y, ry, saved, m)        y and Ry from x and Rx (rx null: Rx = 0)
@@ -43,11 +53,7 @@ namespace detail {
 //                    overwritten; ybar and rybar may be clobbered.
 template <class B>
 struct HvpRule {
-    static_assert(always_false<B>,
-                  "chainlet: the parameter Hessian-vector product (derivatives/hvp.hpp) goes through Dense, "
-                  "ActivationLayer, Slice, Residual and Parallel only; the layer in the \"required from\" line is "
-                  "not one of them");
-    static constexpr std::size_t saved = 0, scratch = 0;
+    static constexpr std::size_t saved = no_hvp_rule<B>(), scratch = 0;
     template <class T>
     static void forward(const T*, const T*, const T*, const T*, T*, T*, T*, std::size_t) {}
     template <class T>

@@ -22,7 +22,7 @@
 //   y = a b,  y_i = a_i b + a b_i,  y_S = a_S b + 2 sum_{i in S} a_i b_i + a b_S).
 // Any other layer (convolutions, pooling, normalisation, recurrent, Dropout ...) fails to compile with
 // one static_assert; the "required from" line names it. So does a Dense or ActivationLayer whose
-// activation has no jet (ELU, LeakyReLU, SiLU, GELUExact: detail::CheckedJet), with its own message.
+// activation has no jet (ELU, LeakyReLU, SiLU, GELUExact: detail::checked_jet), with its own message.
 //
 // Where the rules live: here, not in the layers' headers. A layer header holds the whole layer for
 // training (forward, pullback, metadata); the jet rules belong to this pass, need its column layout and
@@ -78,18 +78,18 @@ namespace detail {
 // The activation the Dense and ActivationLayer rules of both passes compute with: Act, or, where Act has
 // no jet, Identity after the assertion has said so, which then stays the only error. Layer (the bound
 // layer) makes it one assertion per layer type, named in the "In instantiation of" line; the "required
-// from" lines after it name the pass that needed it first.
+// from" lines after it name the pass that needed it first. A function, not a class: see no_taylor_rule.
 template <class Act, class Layer>
-struct CheckedJet {
+constexpr bool checked_jet() {
     static_assert(JetActivation<Act>,
                   "chainlet: the input-derivative pass (derivatives/taylor.hpp) and the parameter Hessian-vector "
                   "product (derivatives/hvp.hpp) need an activation with a jet (Act::jet: the value and three "
                   "derivatives), which Identity, ReLU, Tanh, Sigmoid, Softplus and GELU have; the Dense or "
-                  "ActivationLayer named as Layer in CheckedJet<Act, Layer> uses another");
-    using type = std::conditional_t<JetActivation<Act>, Act, Identity>;
-};
+                  "ActivationLayer named as Layer in checked_jet<Act, Layer> uses another");
+    return JetActivation<Act>;
+}
 template <class Act, class Layer>
-using jet_activation = typename CheckedJet<Act, Layer>::type;
+using jet_activation = std::conditional_t<checked_jet<Act, Layer>(), Act, Identity>;
 }  // namespace detail
 
 // Which derivatives the pass carries. tangents: D, the number of tangent columns (for input derivatives,
@@ -286,6 +286,18 @@ struct JetColumns {
     const std::vector<std::vector<std::size_t>>& containing;
 };
 
+// The primary TaylorRule's assertion (a layer without a rule). It sits in a function that the rule's
+// `saved` calls: clang, unlike g++, marks a class whose own static_assert failed as invalid, and every
+// constant computed from its members then fails too (a cascade of errors after the one that matters).
+template <class B>
+constexpr std::size_t no_taylor_rule() {
+    static_assert(always_false<B>,
+                  "chainlet: the input-derivative pass (derivatives/taylor.hpp) goes through Dense, ActivationLayer, "
+                  "Slice, Residual and Parallel (Concat, Sum, Product, Dot) only; the layer in the \"required from\" "
+                  "line is not one of them");
+    return 0;
+}
+
 // The jet rule of a bound layer B (the pass walks a chain by these, recursively through containers):
 //   saved, scratch   features of storage per sample the rule needs (each feature C x m values)
 //   forward(p, x, y, saved, m, cols)                    y's columns from x's, for a chunk of m samples
@@ -297,11 +309,7 @@ struct JetColumns {
 // from" line names it); its stub members keep that the only error.
 template <class B>
 struct TaylorRule {
-    static_assert(always_false<B>,
-                  "chainlet: the input-derivative pass (derivatives/taylor.hpp) goes through Dense, ActivationLayer, "
-                  "Slice, Residual and Parallel (Concat, Sum, Product, Dot) only; the layer in the \"required from\" "
-                  "line is not one of them");
-    static constexpr std::size_t saved = 0, scratch = 0;
+    static constexpr std::size_t saved = no_taylor_rule<B>(), scratch = 0;
     template <class T>
     static void forward(const T*, const T*, T*, T*, std::size_t, const JetColumns&) {}
     template <class T>

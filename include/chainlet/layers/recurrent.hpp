@@ -27,13 +27,19 @@ namespace chainlet::detail {
 
 // The sequence shape rule of GRU and LSTM, with the output shape: the last hidden state (H) or the
 // whole sequence of hidden states (T, H), which another recurrent layer can read.
-template <class InShape, std::size_t H, bool ReturnSequence>
-struct recurrent_shape {
+// The assertions sit in a function that `steps` calls, not in the class: clang marks a class whose own
+// static_assert failed as invalid, and the layer's out_shape and every later layer then fail too.
+template <class InShape, std::size_t H>
+constexpr std::size_t recurrent_steps() {
     static_assert(InShape::rank == 2,
                   "GRU/LSTM need a sequence input Input<T, F> (T steps of F features per sample); an image "
                   "(H, W, C) or a flat vector is not a sequence: reshape it, e.g. Input<T, 1> for T scalars");
     static_assert(H > 0, "GRU/LSTM<H>: H (hidden units) must be positive");
-    static constexpr std::size_t steps = InShape::dims[0];
+    return InShape::dims[0];
+}
+template <class InShape, std::size_t H, bool ReturnSequence>
+struct recurrent_shape {
+    static constexpr std::size_t steps = recurrent_steps<InShape, H>();
     static constexpr std::size_t features = InShape::dims[InShape::rank - 1];  // (in range for any rank: one error only)
     using out_shape = std::conditional_t<ReturnSequence, Shape<steps, H>, Shape<H>>;
 };
