@@ -41,7 +41,9 @@ template <class InShape, std::size_t H, bool ReturnSequence>
 struct recurrent_shape {
     static constexpr std::size_t steps = recurrent_steps<InShape, H>();
     static constexpr std::size_t features = InShape::dims[InShape::rank - 1];  // (in range for any rank: one error only)
-    using out_shape = std::conditional_t<ReturnSequence, Shape<steps, H>, Shape<H>>;
+    // H = 0 gives a 1-wide shape, so that recurrent_steps' assertion stays the only error
+    static constexpr std::size_t width = H > 0 ? H : 1;
+    using out_shape = std::conditional_t<ReturnSequence, Shape<steps, width>, Shape<width>>;
 };
 
 // Offsets of the four parameter blocks for G gate rows.
