@@ -35,16 +35,6 @@ namespace chainlet {
 
 namespace detail {
 
-// The primary HvpRule's assertion (a layer without a rule), in a function: see no_taylor_rule.
-template <class B>
-constexpr std::size_t no_hvp_rule() {
-    static_assert(always_false<B>,
-                  "chainlet: the parameter Hessian-vector product (derivatives/hvp.hpp) goes through Dense, "
-                  "ActivationLayer, Slice, Residual and Parallel only; the layer in the \"required from\" line is "
-                  "not one of them");
-    return 0;
-}
-
 // The R-operator rule of a bound layer B, for a chunk of m samples (buffers feature-major, f m + s):
 //   saved, scratch   features of storage per sample
 //   forward(p, v, x, rx, y, ry, saved, m)        y and Ry from x and Rx (rx null: Rx = 0)
@@ -53,7 +43,7 @@ constexpr std::size_t no_hvp_rule() {
 //                    overwritten; ybar and rybar may be clobbered.
 template <class B>
 struct HvpRule {
-    static constexpr std::size_t saved = no_hvp_rule<B>(), scratch = 0;
+    static constexpr std::size_t saved = no_derivative_rule<B>(), scratch = 0;
     template <class T>
     static void forward(const T*, const T*, const T*, const T*, T*, T*, T*, std::size_t) {}
     template <class T>

@@ -78,7 +78,7 @@ namespace detail {
 // The activation the Dense and ActivationLayer rules of both passes compute with: Act, or, where Act has
 // no jet, Identity after the assertion has said so, which then stays the only error. Layer (the bound
 // layer) makes it one assertion per layer type, named in the "In instantiation of" line; the "required
-// from" lines after it name the pass that needed it first. A function, not a class: see no_taylor_rule.
+// from" lines after it name the pass that needed it first. A function, not a class: see no_derivative_rule.
 template <class Act, class Layer>
 constexpr bool checked_jet() {
     static_assert(JetActivation<Act>,
@@ -286,15 +286,16 @@ struct JetColumns {
     const std::vector<std::vector<std::size_t>>& containing;
 };
 
-// The primary TaylorRule's assertion (a layer without a rule). It sits in a function that the rule's
-// `saved` calls: clang, unlike g++, marks a class whose own static_assert failed as invalid, and every
-// constant computed from its members then fails too (a cascade of errors after the one that matters).
+// The primary TaylorRule's and HvpRule's assertion (a layer without a rule; both passes go through the
+// same layers). It sits in a function that the rules' `saved` calls: clang, unlike g++, marks a class
+// whose own static_assert failed as invalid, and every constant computed from its members then fails
+// too (a cascade of errors after the one that matters).
 template <class B>
-constexpr std::size_t no_taylor_rule() {
+constexpr std::size_t no_derivative_rule() {
     static_assert(always_false<B>,
-                  "chainlet: the input-derivative pass (derivatives/taylor.hpp) goes through Dense, ActivationLayer, "
-                  "Slice, Residual and Parallel (Concat, Sum, Product, Dot) only; the layer in the \"required from\" "
-                  "line is not one of them");
+                  "chainlet: the input-derivative pass (derivatives/taylor.hpp) and the parameter Hessian-vector "
+                  "product (derivatives/hvp.hpp) go through Dense, ActivationLayer, Slice, Residual and Parallel "
+                  "(Concat, Sum, Product, Dot) only; the layer in the \"required from\" line is not one of them");
     return 0;
 }
 
@@ -309,7 +310,7 @@ constexpr std::size_t no_taylor_rule() {
 // from" line names it); its stub members keep that the only error.
 template <class B>
 struct TaylorRule {
-    static constexpr std::size_t saved = no_taylor_rule<B>(), scratch = 0;
+    static constexpr std::size_t saved = no_derivative_rule<B>(), scratch = 0;
     template <class T>
     static void forward(const T*, const T*, T*, T*, std::size_t, const JetColumns&) {}
     template <class T>
