@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "chainlet/init.hpp"
@@ -38,10 +39,26 @@ struct bind_all<InShape> {
     using out_shape = InShape;
 };
 
+// The layers after one that could not be bound: stand-ins, unchecked, since their input shapes would
+// follow from a wrong one (the error already reported is the only one).
+template <class InShape, class Layer>
+using stand_in_for = broken_layer<InShape>;
+template <class InShape, class... Layers>
+struct bind_none {
+    using type = std::tuple<stand_in_for<InShape, Layers>...>;
+    using out_shape = InShape;
+};
+
+template <class BoundLayers>
+struct holds_broken_layer;
+template <class... B>
+struct holds_broken_layer<std::tuple<B...>> : std::bool_constant<(is_broken_layer<B> || ...)> {};
+
 template <class InShape, class L, class... Rest>
 struct bind_all<InShape, L, Rest...> {
     using bound = checked_bound<L, InShape>;
-    using next = bind_all<typename bound::out_shape, Rest...>;
+    using next = std::conditional_t<is_broken_layer<bound>, bind_none<InShape, Rest...>,
+                                    bind_all<typename bound::out_shape, Rest...>>;
     using type = decltype(std::tuple_cat(std::declval<std::tuple<bound>>(), std::declval<typename next::type>()));
     using out_shape = typename next::out_shape;
 };
@@ -58,6 +75,9 @@ struct Sequence {
     using layer = std::tuple_element_t<I, layers>;
 
     static constexpr std::size_t num_layers = sizeof...(Layers);
+    // A layer could not be bound and said why (layer.hpp): the chain holds stand-ins from there on. A
+    // container holding this chain rejects its own shape silently then.
+    static constexpr bool rejects_shape = holds_broken_layer<layers>::value;
     static constexpr std::size_t in_size = in_shape::size;
     static constexpr std::size_t out_size = out_shape::size;
 

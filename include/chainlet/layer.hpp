@@ -62,6 +62,23 @@
 //                                                  has cotangent_rows (a Conv followed by a MaxPool), so the
 //                                                  layer can use each band of its cotangent while it is in
 //                                                  L1 (layers/conv.hpp).
+//   rejects_shape                                  static constexpr bool: true when the layer cannot take
+//                                                  InShape (or its template arguments are out of range). Its
+//                                                  initializer says why in a static_assert, inside a lambda or
+//                                                  a constexpr function, not in the class body (clang marks a
+//                                                  class whose own static_assert failed as invalid, and every
+//                                                  later use of it fails too):
+//                                                    static constexpr bool rejects_shape = [] {
+//                                                        static_assert(InShape::rank == 1, "MyLayer needs ...");
+//                                                        return InShape::rank != 1;
+//                                                    }();
+//                                                  A chain reads it before anything else of the bound layer;
+//                                                  when it is true, the chain puts a stand-in (a layer that
+//                                                  does nothing) in the place of this layer and of every later
+//                                                  one, unchecked, so that message is the compiler's only
+//                                                  error. The bound layer's other members need not make sense
+//                                                  then, but the class must still instantiate: keep extents
+//                                                  and divisors positive (e.g. OH = H >= P ? H / P : 1).
 //   describe()                                     architecture text for checkpoints, e.g. "Dense[10,relu]"
 //   torch_layout(TorchModules& m, std::size_t off) the layer's PyTorch modules and tensors (layer_metadata.hpp)
 // A layer without the last two trains and predicts like any other; saving it to a checkpoint or a
@@ -232,7 +249,9 @@ consteval bool check_layer_contract() {
     }
 }
 
-// Stands in for a layer that failed check_layer_contract, so that the one error above is the only one.
+// Stands in for a layer that failed check_layer_contract or rejected its input shape, and for every layer
+// after it in its chain, so that the one error that said why is the only one: it has every member a
+// layer needs and does nothing, and the derivative passes, describe and torch_layout pass over it.
 template <class InShape>
 struct broken_layer {
     static constexpr std::size_t in_size = InShape::size, out_size = InShape::size;
@@ -244,7 +263,28 @@ struct broken_layer {
     static void forward(const T*, const T*, T*, T*, std::size_t) {}
     template <class T>
     static void pullback(const T*, T*, const T*, const T*, T*, T*, T*, T*, std::size_t) {}
+    static std::string describe() { return "?"; }
+    static void torch_layout(TorchModules&, std::size_t) {}
 };
+
+template <class B>
+inline constexpr bool is_broken_layer = false;
+template <class InShape>
+inline constexpr bool is_broken_layer<broken_layer<InShape>> = true;
+
+// Whether L takes InShape: its bound layer's rejects_shape first (reading it fires the layer's own
+// static_assert), then the contract.
+template <class L, class InShape>
+consteval bool binds_to() {
+    if constexpr (requires { L::template bound<InShape>::rejects_shape; }) {
+        if constexpr (L::template bound<InShape>::rejects_shape)
+            return false;
+        else
+            return check_layer_contract<L, InShape>();
+    } else {
+        return check_layer_contract<L, InShape>();
+    }
+}
 
 template <bool Ok, class L, class InShape>
 struct select_bound {
@@ -256,7 +296,7 @@ struct select_bound<true, L, InShape> {
 };
 
 template <class L, class InShape>
-using checked_bound = typename select_bound<check_layer_contract<L, InShape>(), L, InShape>::type;
+using checked_bound = typename select_bound<binds_to<L, InShape>(), L, InShape>::type;
 
 // forward with the pass for the layers that take one.
 template <class B, class T>

@@ -456,8 +456,9 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
 
 template <class L, class InputSpec>
 LayerCheckResult check_layer(const LayerCheckOptions& o = {}) {
-    static_assert(detail::check_layer_contract<L, typename InputSpec::shape>());
-    return check_bound_layer<typename L::template bound<typename InputSpec::shape>>(o);
+    // A layer that breaks the contract or rejects the shape gets its one error there (layer.hpp), and a
+    // stand-in here.
+    return check_bound_layer<detail::checked_bound<L, typename InputSpec::shape>>(o);
 }
 
 }  // namespace chainlet

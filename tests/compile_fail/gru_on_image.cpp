@@ -5,4 +5,4 @@
 #include "chainlet/layers/gru.hpp"
 
 using Net = chainlet::Chain<chainlet::Input<28, 28, 1>, chainlet::GRU<8>, chainlet::Dense<10>>;
-static_assert(Net::num_params > 0);
+int main() { return static_cast<int>(Net::num_params); }

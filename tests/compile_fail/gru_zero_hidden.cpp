@@ -3,5 +3,4 @@
 #include "chainlet/chainlet.hpp"
 
 using Net = chainlet::Chain<chainlet::Input<5, 3>, chainlet::GRU<0>, chainlet::Dense<2>>;
-static_assert(Net::num_params > 0);
-int main() {}
+int main() { return static_cast<int>(Net::num_params); }

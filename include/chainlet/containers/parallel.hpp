@@ -56,10 +56,9 @@ struct Dot {
 
 template <class Combine, class... Branches>
 struct Parallel {
-    static_assert(std::is_same_v<Combine, Concat> || std::is_same_v<Combine, Sum> ||
-                      std::is_same_v<Combine, Product> || std::is_same_v<Combine, Dot>,
-                  "Parallel<Combine, Branches...>: Combine must be Concat, Sum, Product or Dot");
     static_assert(sizeof...(Branches) >= 1, "Parallel needs at least one Branch<...>");
+    static constexpr bool known_combine = std::is_same_v<Combine, Concat> || std::is_same_v<Combine, Sum> ||
+                                          std::is_same_v<Combine, Product> || std::is_same_v<Combine, Dot>;
 
     template <class InShape>
     struct bound {
@@ -72,13 +71,23 @@ struct Parallel {
         static constexpr std::array<std::size_t, B> width = {Branches::template bound<InShape>::out_size...};
         static constexpr bool concat = std::is_same_v<Combine, Concat>;
         static constexpr bool dot = std::is_same_v<Combine, Dot>;
-        static_assert(!concat || ((Branches::template bound<InShape>::out_shape::rank == 1) && ...),
-                      "Parallel<Concat, ...>: every branch must end in a flat output (add Flatten)");
-        static_assert(concat || (std::is_same_v<typename branch<0>::out_shape,
-                                                typename Branches::template bound<InShape>::out_shape> &&
-                                 ...),
-                      "Parallel<Sum/Product/Dot, ...>: every branch must give an output of the same shape");
-        static_assert(!dot || B >= 2, "Parallel<Dot, ...> needs at least two branches");
+        // (layer.hpp) A branch that rejected its shape has said why: then nothing more is asserted.
+        static constexpr bool rejects_shape = [] {
+            static_assert(known_combine, "Parallel<Combine, Branches...>: Combine must be Concat, Sum, Product or Dot");
+            if constexpr (!known_combine || (Branches::template bound<InShape>::rejects_shape || ...)) {
+                return true;
+            } else {
+                constexpr bool flat = ((Branches::template bound<InShape>::out_shape::rank == 1) && ...);
+                constexpr bool same = (std::is_same_v<typename branch<0>::out_shape,
+                                                      typename Branches::template bound<InShape>::out_shape> &&
+                                       ...);
+                static_assert(!concat || flat, "Parallel<Concat, ...>: every branch must end in a flat output (add Flatten)");
+                static_assert(concat || same,
+                              "Parallel<Sum/Product/Dot, ...>: every branch must give an output of the same shape");
+                static_assert(!dot || B >= 2, "Parallel<Dot, ...> needs at least two branches");
+                return (concat && !flat) || (!concat && !same) || (dot && B < 2);
+            }
+        }();
 
         static constexpr auto prefix(std::array<std::size_t, B> a) {
             std::array<std::size_t, B + 1> r{};

@@ -28,9 +28,17 @@ struct Residual {
     struct bound {
         using inner = detail::Sequence<InShape, Layers...>;
         using layer_type = Residual;  // for passes with their own rules (derivatives/taylor.hpp)
-        static_assert(std::is_same_v<typename inner::out_shape, InShape>,
-                      "Residual<Layers...>: the inner layers must give an output of the same shape as their input "
-                      "(y = x + f(x))");
+        // (layer.hpp) An inner layer that rejected its shape has said why: then nothing more is asserted.
+        static constexpr bool rejects_shape = [] {
+            if constexpr (inner::rejects_shape) {
+                return true;
+            } else {
+                static_assert(std::is_same_v<typename inner::out_shape, InShape>,
+                              "Residual<Layers...>: the inner layers must give an output of the same shape as their "
+                              "input (y = x + f(x))");
+                return !std::is_same_v<typename inner::out_shape, InShape>;
+            }
+        }();
         static constexpr std::size_t in_size = InShape::size, out_size = InShape::size;
         using out_shape = InShape;
         static constexpr std::size_t num_params = inner::num_params;

@@ -287,12 +287,13 @@ struct JetColumns {
 };
 
 // The primary TaylorRule's and HvpRule's assertion (a layer without a rule; both passes go through the
-// same layers). It sits in a function that the rules' `saved` calls: clang, unlike g++, marks a class
-// whose own static_assert failed as invalid, and every constant computed from its members then fails
-// too (a cascade of errors after the one that matters).
+// same layers). A stand-in (layer.hpp's broken_layer) passes: its chain's error has been reported. It
+// sits in a function that the rules' `saved` calls: clang, unlike g++, marks a class whose own
+// static_assert failed as invalid, and every constant computed from its members then fails too (a
+// cascade of errors after the one that matters).
 template <class B>
 constexpr std::size_t no_derivative_rule() {
-    static_assert(always_false<B>,
+    static_assert(is_broken_layer<B>,
                   "chainlet: the input-derivative pass (derivatives/taylor.hpp) and the parameter Hessian-vector "
                   "product (derivatives/hvp.hpp) go through Dense, ActivationLayer, Slice, Residual and Parallel "
                   "(Concat, Sum, Product, Dot) only; the layer in the \"required from\" line is not one of them");

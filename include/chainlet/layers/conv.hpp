@@ -39,6 +39,37 @@ namespace chainlet {
 
 enum class Padding { valid, same };
 
+namespace detail {
+
+// Conv's shape rule. Its bound layer is a specialisation for the images it takes (conv_takes); every
+// other binding is the primary template, whose rejects_shape (layer.hpp) says what is wrong.
+template <std::size_t KH, std::size_t KW, std::size_t OC, Padding Pad, std::size_t Stride>
+inline constexpr bool conv_arguments_ok = KH > 0 && KW > 0 && OC > 0 && Stride > 0 &&
+                                          (Pad == Padding::valid || Stride == 1);
+template <std::size_t KH, std::size_t KW, std::size_t OC, Padding Pad, std::size_t Stride, std::size_t H, std::size_t W>
+inline constexpr bool conv_takes =
+    conv_arguments_ok<KH, KW, OC, Pad, Stride> && (Pad == Padding::same || (H >= KH && W >= KW));
+
+// The first assertion that fails is the one error (the later ones sit in branches that are not taken).
+template <std::size_t KH, std::size_t KW, std::size_t OC, Padding Pad, std::size_t Stride, class InShape>
+constexpr bool conv_rejects() {
+    static_assert(KH > 0 && KW > 0 && OC > 0, "Conv<KH, KW, OutChannels>: all must be positive");
+    static_assert(Stride > 0, "Conv: the stride must be positive");
+    static_assert(Pad == Padding::valid || Stride == 1,
+                  "Conv with stride > 1 takes Padding::valid only (PyTorch has no padding=\"same\" for strided "
+                  "convolutions)");
+    if constexpr (conv_arguments_ok<KH, KW, OC, Pad, Stride>) {
+        static_assert(InShape::rank == 3,
+                      "Conv needs an image input of shape (height, width, channels), e.g. Input<28, 28, 1>");
+        if constexpr (InShape::rank == 3)
+            static_assert(conv_takes<KH, KW, OC, Pad, Stride, InShape::dims[0], InShape::dims[1]>,
+                          "Conv: the kernel is larger than the (padded) input image");
+    }
+    return true;
+}
+
+}  // namespace detail
+
 // Stride > 1 is the primary template (defined at the end); stride 1 is this specialisation.
 template <std::size_t KH, std::size_t KW, std::size_t OC, Activation Act = Identity, Padding Pad = Padding::valid,
           std::size_t Stride = 1>
@@ -46,22 +77,20 @@ struct Conv;
 
 template <std::size_t KH, std::size_t KW, std::size_t OC, Activation Act, Padding Pad>
 struct Conv<KH, KW, OC, Act, Pad, 1> {
-    static_assert(KH > 0 && KW > 0 && OC > 0, "Conv<KH, KW, OutChannels>: all must be positive");
     using activation = Act;
 
     template <class InShape>
     struct bound {
-        static_assert(InShape::rank == 3,
-                      "Conv needs an image input of shape (height, width, channels), e.g. Input<28, 28, 1>");
+        static constexpr bool rejects_shape = detail::conv_rejects<KH, KW, OC, Pad, 1, InShape>();
     };
 
     template <std::size_t H, std::size_t W, std::size_t C>
+        requires detail::conv_takes<KH, KW, OC, Pad, 1, H, W>
     struct bound<Shape<H, W, C>> {
         static constexpr bool same = Pad == Padding::same;
         static constexpr std::size_t pad_top = same ? (KH - 1) / 2 : 0, pad_bottom = same ? KH - 1 - pad_top : 0;
         static constexpr std::size_t pad_left = same ? (KW - 1) / 2 : 0, pad_right = same ? KW - 1 - pad_left : 0;
         static constexpr std::size_t XH = H + pad_top + pad_bottom, XW = W + pad_left + pad_right;  // padded input
-        static_assert(XH >= KH && XW >= KW, "Conv: the kernel is larger than the (padded) input image");
         static constexpr std::size_t OH = XH - KH + 1, OW = XW - KW + 1;
         static constexpr std::size_t DH = H + KH - 1, DW = W + KW - 1;  // dz padded for the input gradient
 
@@ -298,20 +327,15 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
 // PyTorch has no padding="same" for strided convolutions, so it would have no PyTorch equivalent.
 template <std::size_t KH, std::size_t KW, std::size_t OC, Activation Act, Padding Pad, std::size_t Stride>
 struct Conv {
-    static_assert(KH > 0 && KW > 0 && OC > 0, "Conv<KH, KW, OutChannels>: all must be positive");
-    static_assert(Stride > 0, "Conv: the stride must be positive");
-    static_assert(Pad == Padding::valid,
-                  "Conv with stride > 1 takes Padding::valid only (PyTorch has no padding=\"same\" for strided "
-                  "convolutions)");
     using activation = Act;
 
     template <class InShape>
     struct bound {
-        static_assert(InShape::rank == 3,
-                      "Conv needs an image input of shape (height, width, channels), e.g. Input<28, 28, 1>");
+        static constexpr bool rejects_shape = detail::conv_rejects<KH, KW, OC, Pad, Stride, InShape>();
     };
 
     template <std::size_t H, std::size_t W, std::size_t C>
+        requires detail::conv_takes<KH, KW, OC, Pad, Stride, H, W>
     struct bound<Shape<H, W, C>> : detail::strided_conv_bound<H, W, C, KH, KW, OC, Act, 0, 0, 0, 0, Stride, Stride, 1, 1> {
         using base = detail::strided_conv_bound<H, W, C, KH, KW, OC, Act, 0, 0, 0, 0, Stride, Stride, 1, 1>;
         using out_shape = Shape<base::OH, base::OW, OC>;

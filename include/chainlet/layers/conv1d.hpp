@@ -40,38 +40,56 @@ struct conv1d_impl {
     static constexpr std::size_t span = Dilation * (K - 1) + 1;
     static constexpr bool same = Pad == Padding::same;
     static constexpr std::size_t pad_front = same ? (span - 1) / 2 : 0, pad_back = same ? span - 1 - pad_front : 0;
-    static constexpr std::size_t Lb = same || L >= span ? L : span;  // leaves a too-short input to Conv1D's error
     // The sequence as an image one row high, so the register tiles of Conv run along the sequence.
     using type = std::conditional_t<
-        Stride == 1 && Dilation == 1, typename Conv<1, K, OC, Act, Pad>::template bound<Shape<1, Lb, C>>,
-        strided_conv_bound<1, Lb, C, 1, K, OC, Act, 0, 0, pad_front, pad_back, 1, Stride, 1, Dilation>>;
+        Stride == 1 && Dilation == 1, typename Conv<1, K, OC, Act, Pad>::template bound<Shape<1, L, C>>,
+        strided_conv_bound<1, L, C, 1, K, OC, Act, 0, 0, pad_front, pad_back, 1, Stride, 1, Dilation>>;
 };
+
+// Conv1D's shape rule, as Conv's (layers/conv.hpp): the specialisation takes the sequences of conv1d_takes,
+// the primary template's rejects_shape says what is wrong with the rest.
+template <std::size_t K, std::size_t OC, Padding Pad, std::size_t Stride, std::size_t Dilation>
+inline constexpr bool conv1d_arguments_ok = K > 0 && OC > 0 && Stride > 0 && Dilation > 0 &&
+                                            (Pad == Padding::valid || Stride == 1);
+template <std::size_t K, std::size_t OC, Padding Pad, std::size_t Stride, std::size_t Dilation, std::size_t L>
+inline constexpr bool conv1d_takes =
+    conv1d_arguments_ok<K, OC, Pad, Stride, Dilation> && (Pad == Padding::same || L >= Dilation * (K - 1) + 1);
+
+template <std::size_t K, std::size_t OC, Padding Pad, std::size_t Stride, std::size_t Dilation, class InShape>
+constexpr bool conv1d_rejects() {
+    static_assert(K > 0 && OC > 0, "Conv1D<K, OutChannels>: both must be positive");
+    static_assert(Stride > 0 && Dilation > 0, "Conv1D: stride and dilation must be positive");
+    static_assert(Pad == Padding::valid || Stride == 1,
+                  "Conv1D with stride > 1 takes Padding::valid only (PyTorch has no padding=\"same\" for strided "
+                  "convolutions)");
+    if constexpr (conv1d_arguments_ok<K, OC, Pad, Stride, Dilation>) {
+        static_assert(InShape::rank == 2,
+                      "Conv1D needs a sequence input of shape (length, channels), e.g. Input<100, 3>; for an image "
+                      "(height, width, channels) use Conv");
+        if constexpr (InShape::rank == 2)
+            static_assert(conv1d_takes<K, OC, Pad, Stride, Dilation, InShape::dims[0]>,
+                          "Conv1D: the kernel (Dilation * (K - 1) + 1 positions) is longer than the unpadded input "
+                          "sequence; shorten the kernel or use Padding::same");
+    }
+    return true;
+}
 
 }  // namespace detail
 
 template <std::size_t K, std::size_t OC, Activation Act = Identity, Padding Pad = Padding::valid, std::size_t Stride = 1,
           std::size_t Dilation = 1>
 struct Conv1D {
-    static_assert(K > 0 && OC > 0, "Conv1D<K, OutChannels>: both must be positive");
-    static_assert(Stride > 0 && Dilation > 0, "Conv1D: stride and dilation must be positive");
-    static_assert(Pad == Padding::valid || Stride == 1,
-                  "Conv1D with stride > 1 takes Padding::valid only (PyTorch has no padding=\"same\" for strided "
-                  "convolutions)");
     using activation = Act;
     static constexpr std::size_t span = Dilation * (K - 1) + 1;  // input positions one output reads
 
     template <class InShape>
     struct bound {
-        static_assert(InShape::rank == 2,
-                      "Conv1D needs a sequence input of shape (length, channels), e.g. Input<100, 3>; for an image "
-                      "(height, width, channels) use Conv");
+        static constexpr bool rejects_shape = detail::conv1d_rejects<K, OC, Pad, Stride, Dilation, InShape>();
     };
 
     template <std::size_t L, std::size_t C>
+        requires detail::conv1d_takes<K, OC, Pad, Stride, Dilation, L>
     struct bound<Shape<L, C>> : detail::conv1d_impl<K, OC, Act, Pad, Stride, Dilation, L, C>::type {
-        static_assert(Pad == Padding::same || L >= span,
-                      "Conv1D: the kernel (Dilation * (K - 1) + 1 positions) is longer than the unpadded input "
-                      "sequence; shorten the kernel or use Padding::same");
         using base = typename detail::conv1d_impl<K, OC, Act, Pad, Stride, Dilation, L, C>::type;
         static constexpr std::size_t OL = base::OW;
         using out_shape = Shape<OL, OC>;

@@ -32,13 +32,16 @@ namespace chainlet {
 
 template <std::size_t Out, Activation Act = Identity, bool Bias = true>
 struct Dense {
-    static_assert(Out > 0, "Dense<Out>: Out must be positive");
     using activation = Act;
 
     template <class InShape>
     struct bound {
-        static_assert(InShape::rank == 1,
-                      "Dense needs a flat input: put chainlet::Flatten between a Conv/MaxPool layer and Dense");
+        static constexpr bool rejects_shape = [] {
+            static_assert(Out > 0, "Dense<Out>: Out must be positive");
+            static_assert(Out == 0 || InShape::rank == 1,
+                          "Dense needs a flat input: put chainlet::Flatten between a Conv/MaxPool layer and Dense");
+            return Out == 0 || InShape::rank != 1;
+        }();
         static constexpr std::size_t in_size = InShape::size;
         static constexpr std::size_t out_size = Out;
         using out_shape = Shape<Out>;

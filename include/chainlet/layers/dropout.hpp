@@ -35,11 +35,11 @@ namespace chainlet {
 
 template <std::intmax_t Num, std::intmax_t Den = 100>
 struct Dropout {
-    static_assert(Num >= 0 && Den > 0 && Num < Den, "Dropout<Num, Den>: the rate Num / Den must be in [0, 1)");
-    static constexpr double rate = static_cast<double>(Num) / static_cast<double>(Den);
+    // (Den == 0 is refused by the bound layer's rejects_shape; the guard keeps that the only error.)
+    static constexpr double rate = Den != 0 ? static_cast<double>(Num) / static_cast<double>(Den) : 0.0;
     // A 53-bit draw u is dropped when u < threshold = Num * 2^53 / Den (exact integer arithmetic).
     static constexpr std::uint64_t threshold =
-        static_cast<std::uint64_t>((static_cast<uint128>(Num) << 53) / static_cast<uint128>(Den));
+        Den != 0 ? static_cast<std::uint64_t>((static_cast<uint128>(Num) << 53) / static_cast<uint128>(Den)) : 0;
 
     // The key of one step's draws for one Dropout layer (see Pass::stream).
     static std::uint64_t step_key(const Pass& pass) {
@@ -52,7 +52,11 @@ struct Dropout {
 
     template <class InShape>
     struct bound {
-        static_assert(InShape::size < (std::size_t(1) << 32), "Dropout: at most 2^32 features per sample");
+        static constexpr bool rejects_shape = [] {
+            static_assert(Num >= 0 && Den > 0 && Num < Den, "Dropout<Num, Den>: the rate Num / Den must be in [0, 1)");
+            static_assert(InShape::size < (std::size_t(1) << 32), "Dropout: at most 2^32 features per sample");
+            return !(Num >= 0 && Den > 0 && Num < Den) || InShape::size >= (std::size_t(1) << 32);
+        }();
         static constexpr std::size_t in_size = InShape::size;
         static constexpr std::size_t out_size = InShape::size;
         using out_shape = InShape;

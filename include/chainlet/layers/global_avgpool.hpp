@@ -25,8 +25,11 @@ namespace chainlet {
 struct GlobalAvgPool {
     template <class InShape>
     struct bound {
-        static_assert(InShape::rank == 2 || InShape::rank == 3,
-                      "GlobalAvgPool needs an image (height, width, channels) or a sequence (length, channels)");
+        static constexpr bool rejects_shape = [] {
+            static_assert(InShape::rank == 2 || InShape::rank == 3,
+                          "GlobalAvgPool needs an image (height, width, channels) or a sequence (length, channels)");
+            return InShape::rank != 2 && InShape::rank != 3;
+        }();
         static constexpr std::size_t C = InShape::dims[InShape::rank - 1];
         static constexpr std::size_t P = InShape::size / C;  // positions
         static constexpr std::size_t in_size = InShape::size;

@@ -44,6 +44,7 @@ struct GRU {
     template <class InShape>
     struct bound {
         using shape_rule = detail::recurrent_shape<InShape, H, ReturnSequence>;
+        static constexpr bool rejects_shape = shape_rule::rejects;
         static constexpr std::size_t steps = shape_rule::steps, features = shape_rule::features;
         static constexpr std::size_t G = 3 * H;  // gate rows r, z, n
         using params = detail::recurrent_params<features, H, G>;

@@ -32,8 +32,11 @@ struct LayerNorm {
 
     template <class InShape>
     struct bound {
-        static_assert(InShape::rank == 1, "LayerNorm normalises the features of a flat sample: put Flatten before it");
-        static_assert(InShape::size >= 2, "LayerNorm over a single feature would output its bias only");
+        static constexpr bool rejects_shape = [] {
+            static_assert(InShape::rank == 1, "LayerNorm normalises the features of a flat sample: put Flatten before it");
+            static_assert(InShape::size >= 2, "LayerNorm over a single feature would output its bias only");
+            return InShape::rank != 1 || InShape::size < 2;
+        }();
         static constexpr std::size_t F = InShape::size;
         static constexpr std::size_t in_size = F, out_size = F;
         using out_shape = InShape;

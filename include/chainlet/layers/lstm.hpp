@@ -42,6 +42,7 @@ struct LSTM {
     template <class InShape>
     struct bound {
         using shape_rule = detail::recurrent_shape<InShape, H, ReturnSequence>;
+        static constexpr bool rejects_shape = shape_rule::rejects;
         static constexpr std::size_t steps = shape_rule::steps, features = shape_rule::features;
         static constexpr std::size_t G = 4 * H;  // gate rows i, f, g, o
         using params = detail::recurrent_params<features, H, G>;

@@ -28,16 +28,26 @@ namespace chainlet {
 
 template <std::size_t PH, std::size_t PW = PH>
 struct MaxPool {
-    static_assert(PH > 0 && PW > 0, "MaxPool<PH, PW>: window sizes must be positive");
-
+    // The bound layer is the specialisation for the images the window fits; the primary template's
+    // rejects_shape (layer.hpp) says what is wrong with any other binding.
     template <class InShape>
     struct bound {
-        static_assert(InShape::rank == 3, "MaxPool needs an image input of shape (height, width, channels)");
+        static constexpr bool rejects_shape = [] {
+            static_assert(PH > 0 && PW > 0, "MaxPool<PH, PW>: window sizes must be positive");
+            if constexpr (PH > 0 && PW > 0) {
+                static_assert(InShape::rank == 3,
+                              "MaxPool needs an image input of shape (height, width, channels)");
+                if constexpr (InShape::rank == 3)
+                    static_assert(InShape::dims[0] >= PH && InShape::dims[1] >= PW,
+                                  "MaxPool: the window is larger than the image");
+            }
+            return true;
+        }();
     };
 
     template <std::size_t H, std::size_t W, std::size_t C>
+        requires(PH > 0 && PW > 0 && H >= PH && W >= PW)
     struct bound<Shape<H, W, C>> {
-        static_assert(H >= PH && W >= PW, "MaxPool: the window is larger than the image");
         static constexpr std::size_t OH = H / PH, OW = W / PW;
         static constexpr std::size_t in_size = H * W * C;
         static constexpr std::size_t out_size = OH * OW * C;

@@ -17,18 +17,26 @@ namespace chainlet {
 
 template <std::size_t P>
 struct MaxPool1D {
-    static_assert(P > 0, "MaxPool1D<P>: the window must be positive");
-
+    // As MaxPool: the specialisation for the sequences the window fits, the primary template's
+    // rejects_shape for any other binding.
     template <class InShape>
     struct bound {
-        static_assert(InShape::rank == 2,
-                      "MaxPool1D needs a sequence input of shape (length, channels); for an image use MaxPool");
+        static constexpr bool rejects_shape = [] {
+            static_assert(P > 0, "MaxPool1D<P>: the window must be positive");
+            if constexpr (P > 0) {
+                static_assert(InShape::rank == 2,
+                              "MaxPool1D needs a sequence input of shape (length, channels); for an image use MaxPool");
+                if constexpr (InShape::rank == 2)
+                    static_assert(InShape::dims[0] >= P, "MaxPool1D: the window is longer than the sequence");
+            }
+            return true;
+        }();
     };
 
     template <std::size_t L, std::size_t C>
-    struct bound<Shape<L, C>> : MaxPool<1, P>::template bound<Shape<1, (L >= P ? L : P), C>> {
-        static_assert(L >= P, "MaxPool1D: the window is longer than the sequence");
-        using out_shape = Shape<(L >= P ? L / P : 1), C>;
+        requires(P > 0 && L >= P)
+    struct bound<Shape<L, C>> : MaxPool<1, P>::template bound<Shape<1, L, C>> {
+        using out_shape = Shape<L / P, C>;
         static std::string describe() { return "MaxPool1D[" + std::to_string(P) + "]"; }
         static void torch_layout(TorchModules& m, std::size_t) {
             m.skip_module();  // nn.MaxPool1d(P)

@@ -27,21 +27,21 @@ namespace chainlet::detail {
 
 // The sequence shape rule of GRU and LSTM, with the output shape: the last hidden state (H) or the
 // whole sequence of hidden states (T, H), which another recurrent layer can read.
-// The assertions sit in a function that `steps` calls, not in the class: clang marks a class whose own
-// static_assert failed as invalid, and the layer's out_shape and every later layer then fail too.
+// `rejects` is the layers' rejects_shape (layer.hpp). The other members stay valid when it is true (any
+// rank, H = 0 gives a 1-wide shape), so that its assertion is the only error.
 template <class InShape, std::size_t H>
-constexpr std::size_t recurrent_steps() {
+constexpr bool recurrent_rejects() {
     static_assert(InShape::rank == 2,
                   "GRU/LSTM need a sequence input Input<T, F> (T steps of F features per sample); an image "
                   "(H, W, C) or a flat vector is not a sequence: reshape it, e.g. Input<T, 1> for T scalars");
     static_assert(H > 0, "GRU/LSTM<H>: H (hidden units) must be positive");
-    return InShape::dims[0];
+    return InShape::rank != 2 || H == 0;
 }
 template <class InShape, std::size_t H, bool ReturnSequence>
 struct recurrent_shape {
-    static constexpr std::size_t steps = recurrent_steps<InShape, H>();
-    static constexpr std::size_t features = InShape::dims[InShape::rank - 1];  // (in range for any rank: one error only)
-    // H = 0 gives a 1-wide shape, so that recurrent_steps' assertion stays the only error
+    static constexpr bool rejects = recurrent_rejects<InShape, H>();
+    static constexpr std::size_t steps = InShape::dims[0];
+    static constexpr std::size_t features = InShape::dims[InShape::rank - 1];
     static constexpr std::size_t width = H > 0 ? H : 1;
     using out_shape = std::conditional_t<ReturnSequence, Shape<steps, width>, Shape<width>>;
 };

@@ -33,7 +33,10 @@ struct RMSNorm {
 
     template <class InShape>
     struct bound {
-        static_assert(InShape::rank == 1, "RMSNorm normalises the features of a flat sample: put Flatten before it");
+        static constexpr bool rejects_shape = [] {
+            static_assert(InShape::rank == 1, "RMSNorm normalises the features of a flat sample: put Flatten before it");
+            return InShape::rank != 1;
+        }();
         static constexpr std::size_t F = InShape::size;
         static constexpr std::size_t in_size = F, out_size = F;
         using out_shape = InShape;

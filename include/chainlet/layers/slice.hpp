@@ -22,12 +22,15 @@ namespace chainlet {
 
 template <std::size_t First, std::size_t Count>
 struct Slice {
-    static_assert(Count > 0, "Slice<First, Count>: Count must be positive");
-
     template <class InShape>
     struct bound {
-        static_assert(InShape::rank == 1, "Slice needs a flat input: put chainlet::Flatten before it");
-        static_assert(First + Count <= InShape::size, "Slice<First, Count>: the slice runs past the end of the input");
+        static constexpr bool rejects_shape = [] {
+            static_assert(Count > 0, "Slice<First, Count>: Count must be positive");
+            static_assert(InShape::rank == 1, "Slice needs a flat input: put chainlet::Flatten before it");
+            static_assert(InShape::rank != 1 || First + Count <= InShape::size,
+                          "Slice<First, Count>: the slice runs past the end of the input");
+            return Count == 0 || InShape::rank != 1 || First + Count > InShape::size;
+        }();
         static constexpr std::size_t in_size = InShape::size, out_size = Count;
         using layer_type = Slice;  // for passes with their own rules (derivatives/taylor.hpp)
         using out_shape = Shape<Count>;

@@ -28,7 +28,11 @@ namespace chainlet {
 struct Softmax {
     template <class InShape>
     struct bound {
-        static_assert(InShape::rank == 1, "Softmax needs a flat input (the class scores of a sample): put Flatten before it");
+        static constexpr bool rejects_shape = [] {
+            static_assert(InShape::rank == 1,
+                          "Softmax needs a flat input (the class scores of a sample): put Flatten before it");
+            return InShape::rank != 1;
+        }();
         static constexpr std::size_t in_size = InShape::size;
         static constexpr std::size_t out_size = InShape::size;
         using out_shape = InShape;
