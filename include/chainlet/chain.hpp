@@ -288,18 +288,65 @@ private:
     }
 };
 
-}  // namespace detail
-
-template <class InputSpec, class... Layers>
-struct Chain {
-    static_assert(sizeof(InputSpec) == 0,
-                  "the first argument of chainlet::Chain must be chainlet::Input<dims...>, e.g. Input<28, 28, 1>");
+// A layer type that binds to a stand-in: what a Chain holds when its input or its list of layers is
+// wrong (below), so that the assertion that said why is the only error.
+struct stand_in_layer {
+    template <class InShape>
+    using bound = broken_layer<InShape>;
 };
 
-// The network a user trains: its layers bound to the input shape, plus the text of its input.
+// Whether a Chain's input and layers can be bound; the first mistake is asserted (in a function, not in
+// a class body: see layer.hpp's rejects_shape). InputSpec is not read beyond its type: Input<0>'s shape
+// is a Shape<0>, whose own assertion would be a second error.
+template <class InputSpec>
+inline constexpr bool is_input = false;
+template <std::size_t... Dims>
+inline constexpr bool is_input<Input<Dims...>> = true;
+template <class InputSpec>
+inline constexpr bool input_extents_positive = false;
+template <std::size_t... Dims>
+inline constexpr bool input_extents_positive<Input<Dims...>> = sizeof...(Dims) >= 1 && ((Dims > 0) && ...);
+
+template <class InputSpec, std::size_t NumLayers>
+constexpr bool chain_binds() {
+    if constexpr (!is_input<InputSpec>) {
+        static_assert(is_input<InputSpec>,
+                      "the first argument of chainlet::Chain must be chainlet::Input<dims...>, e.g. Input<28, 28, 1>");
+        return false;
+    } else if constexpr (!input_extents_positive<InputSpec>) {
+        static_assert(input_extents_positive<InputSpec>,
+                      "chainlet::Input<dims...>: at least one extent, and every extent positive");
+        return false;
+    } else {
+        static_assert(NumLayers >= 1, "a Chain needs at least one layer after its Input");
+        return NumLayers >= 1;
+    }
+}
+
+template <class InputSpec, class... Layers>
+struct chain_sequence {
+    using type = Sequence<Shape<1>, stand_in_layer>;
+};
 template <std::size_t... Dims, class... Layers>
-struct Chain<Input<Dims...>, Layers...> : detail::Sequence<Shape<Dims...>, Layers...> {
-    using sequence = detail::Sequence<Shape<Dims...>, Layers...>;
+    requires(chain_binds<Input<Dims...>, sizeof...(Layers)>())
+struct chain_sequence<Input<Dims...>, Layers...> {
+    using type = Sequence<Shape<Dims...>, Layers...>;
+};
+
+}  // namespace detail
+
+// The network a user trains: its layers bound to the input shape, plus the text of its input. A first
+// argument that is not Input<dims...>, an extent 0 or no layer is one error (detail::chain_binds), and
+// the chain a stand-in.
+template <class InputSpec, class... Layers>
+struct Chain : detail::Sequence<Shape<1>, detail::stand_in_layer> {
+    static_assert(!detail::chain_binds<InputSpec, sizeof...(Layers)>());  // which asserts what is wrong
+    using sequence = detail::Sequence<Shape<1>, detail::stand_in_layer>;
+};
+
+template <std::size_t... Dims, class... Layers>
+struct Chain<Input<Dims...>, Layers...> : detail::chain_sequence<Input<Dims...>, Layers...>::type {
+    using sequence = typename detail::chain_sequence<Input<Dims...>, Layers...>::type;
 
     // e.g. "Input[28,28,1] Conv[5x5,6,relu,valid] MaxPool[2x2] Flatten Dense[10,identity]"
     static std::string describe() {

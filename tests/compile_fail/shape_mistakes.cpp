@@ -1,5 +1,5 @@
 // Must not compile: a layer that cannot take the shape that reaches it, or whose template arguments are
-// out of range. ctest compiles this file once per case (-DSHAPE_CASE=n, "compile_fail: shape_<name>" in
+// out of range; or a chain without an Input, with an extent 0 or without layers. ctest compiles this file once per case (-DSHAPE_CASE=n, "compile_fail: shape_<name>" in
 // tests/CMakeLists.txt) and expects the layer's own message as the only error, with g++ and clang,
 // whatever follows the layer in the chain and whatever the program then does with the network: the chain
 // puts stand-ins in the place of the layer and every later one (rejects_shape, chainlet/layer.hpp).
@@ -93,6 +93,15 @@ using Net = Chain<Input<4>, Parallel<Sum, Branch<Dense<3, Tanh>>, Branch<Dense<4
 using Net = Chain<Input<4>, Parallel<Branch<Dense<3>>, Branch<Dense<3>>>, Dense<1>>;
 #elif SHAPE_CASE == 35  // two mistakes: the first is reported, and the layers after it are not checked
 using Net = Chain<Input<784>, Conv<5, 5, 6>, MaxPool<2>, Dense<10>, LayerNorm>;
+// The chain's own mistakes (detail::chain_binds): the chain is then one stand-in.
+#elif SHAPE_CASE == 36
+#define MLP
+using Net = Chain<Dense<4, Tanh>, Dense<1>>;
+#elif SHAPE_CASE == 37
+using Net = Chain<Input<28, 0, 1>, Conv<5, 5, 6>, Flatten, Dense<10>>;
+#elif SHAPE_CASE == 38
+#define MLP
+using Net = Chain<Input<4>>;
 #endif
 
 int main() {
