@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -203,6 +204,40 @@ TEST_CASE("the layer checker fails a float output NaN where the double one is no
     REQUIRE(r.input_gradient_error < 1e-6);
     REQUIRE(r.float_double_difference == std::numeric_limits<double>::infinity());  // not the NaN left out
     REQUIRE_FALSE(r.passed());
+}
+
+// rejects_shape (layer.hpp): false binds the layer as it is; true without a static_assert (which a
+// layer must not do: the assertion is what stops the build) leaves stand-ins that throw, not a chain
+// that silently computes nothing.
+struct AcceptsShape {
+    template <class InShape>
+    struct bound : ScaleShift::bound<InShape> {
+        static constexpr bool rejects_shape = false;
+    };
+};
+struct RejectsSilently {
+    template <class InShape>
+    struct bound : ScaleShift::bound<InShape> {
+        static constexpr bool rejects_shape = true;
+    };
+};
+
+TEST_CASE("rejects_shape: false binds the layer, true without an assertion leaves stand-ins that throw", "[user_layer]") {
+    using Accepted = Chain<Input<3>, AcceptsShape, Dense<2, Tanh>, Dense<1>>;
+    using Plain = Chain<Input<3>, ScaleShift, Dense<2, Tanh>, Dense<1>>;
+    static_assert(Accepted::num_params == Plain::num_params && !Accepted::rejects_shape);
+    std::vector<double> p(Plain::num_params), x = {0.5, -1.0, 2.0, 1.5, 0.25, -0.75}, ya(2), yp(2);
+    init_params<Plain>(p, 3);
+    predict<Accepted>(p, x, ya);
+    predict<Plain>(p, x, yp);
+    REQUIRE(ya == yp);
+
+    using Rejected = Chain<Input<3>, Dense<4, Tanh>, RejectsSilently, Dense<1>>;
+    static_assert(Rejected::rejects_shape);
+    static_assert(Rejected::num_params == 3 * 4 + 4);  // the Dense before it; stand-ins from there on
+    std::vector<double> q(Rejected::num_params), out(2);
+    REQUIRE_THROWS_AS(init_params<Rejected>(q, 3), std::logic_error);
+    REQUIRE_THROWS_AS(predict<Rejected>(q, x, out), std::logic_error);
 }
 
 TEST_CASE("a chain with the user layer trains and round-trips through the file formats", "[user_layer][fit][io]") {

@@ -90,6 +90,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -251,18 +252,31 @@ consteval bool check_layer_contract() {
 
 // Stands in for a layer that failed check_layer_contract or rejected its input shape, and for every layer
 // after it in its chain, so that the one error that said why is the only one: it has every member a
-// layer needs and does nothing, and the derivative passes, describe and torch_layout pass over it.
+// layer needs, and the derivative passes, describe and torch_layout pass over it. A program holding
+// one compiles only where a layer's rejects_shape is true without a static_assert failing (a user's
+// layer that forgot it): then init, forward and pullback throw, not compute nothing.
+[[noreturn]] inline void stand_in_ran() {
+    throw std::logic_error(
+        "chainlet: a chain ran a stand-in for a layer that rejected its input shape: that layer's rejects_shape "
+        "is true, but no static_assert said why (see chainlet/layer.hpp)");
+}
 template <class InShape>
 struct broken_layer {
     static constexpr std::size_t in_size = InShape::size, out_size = InShape::size;
     using out_shape = InShape;
     static constexpr std::size_t num_params = 0, saved_per_sample = 0, scratch_per_sample = 0;
     template <class T>
-    static void init(std::span<T>, Rng&, InitKind) {}
+    static void init(std::span<T>, Rng&, InitKind) {
+        stand_in_ran();
+    }
     template <class T>
-    static void forward(const T*, const T*, T*, T*, std::size_t) {}
+    static void forward(const T*, const T*, T*, T*, std::size_t) {
+        stand_in_ran();
+    }
     template <class T>
-    static void pullback(const T*, T*, const T*, const T*, T*, T*, T*, T*, std::size_t) {}
+    static void pullback(const T*, T*, const T*, const T*, T*, T*, T*, T*, std::size_t) {
+        stand_in_ran();
+    }
     static std::string describe() { return "?"; }
     static void torch_layout(TorchModules&, std::size_t) {}
 };
