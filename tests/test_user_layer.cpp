@@ -3,13 +3,17 @@
 // in torch_crosscheck).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "chainlet/chainlet.hpp"
+#include "chainlet/derivatives/hvp.hpp"
+#include "chainlet/derivatives/taylor.hpp"
 #include "chainlet/io/checkpoint.hpp"
 #include "chainlet/io/safetensors.hpp"
 #include "support.hpp"
@@ -238,6 +242,46 @@ TEST_CASE("rejects_shape: false binds the layer, true without an assertion leave
     std::vector<double> q(Rejected::num_params), out(2);
     REQUIRE_THROWS_AS(init_params<Rejected>(q, 3), std::logic_error);
     REQUIRE_THROWS_AS(predict<Rejected>(q, x, out), std::logic_error);
+    // and the derivative passes, whose rules for a stand-in throw as its forward does
+    DerivativeWorkspace<Rejected, double> derivatives(DerivativeSpec::laplacian(3), 2, 1);
+    std::vector<double> d(2 * derivatives.spec().columns());
+    REQUIRE_THROWS_AS(derivatives.derivatives(q.data(), x.data(), d.data(), 2), std::logic_error);
+    HessianVectorWorkspace<Rejected, double> hvp(2, 1);
+    std::vector<double> v(q.size(), 1.0), g(q.size()), hv(q.size()), t(2);
+    REQUIRE_THROWS_AS(hvp.hvp(q.data(), v.data(), g.data(), hv.data(), x.data(), t.data(), 2), std::logic_error);
+}
+
+// A layer type without rejects_shape used directly as a Parallel branch (no Branch<...>): Parallel reads
+// the branches' rejects_shape only where they have it.
+struct PassCopy {
+    template <class InShape>
+    struct bound {
+        static constexpr std::size_t in_size = InShape::size, out_size = InShape::size;
+        using out_shape = InShape;
+        static constexpr std::size_t num_params = 0, saved_per_sample = 0, scratch_per_sample = 0;
+        template <class T>
+        static void init(std::span<T>, Rng&, InitKind) {}
+        template <class T>
+        static void forward(const T*, const T* x, T* y, T*, std::size_t n, const Pass&) {
+            std::copy_n(x, in_size * n, y);
+        }
+        template <class T>
+        static void pullback(const T*, T*, const T*, const T*, T*, T*, T* dy, T* dx, std::size_t n) {
+            if (dx) std::copy_n(dy, in_size * n, dx);
+        }
+    };
+};
+
+TEST_CASE("a layer without rejects_shape binds as a Parallel branch of its own", "[user_layer]") {
+    using Direct = Chain<Input<3>, Parallel<Sum, PassCopy, Branch<Dense<3, Tanh>>>, Dense<1>>;
+    using Residual3 = Chain<Input<3>, Residual<Dense<3, Tanh>>, Dense<1>>;  // the same function: x + f(x)
+    static_assert(!Direct::rejects_shape && Direct::num_params == Residual3::num_params);
+    std::vector<double> p(Direct::num_params), x = {0.5, -1.0, 2.0, 1.5, 0.25, -0.75}, yd(2), yr(2);
+    init_params<Direct>(p, 7);
+    predict<Direct>(p, x, yd);
+    predict<Residual3>(p, x, yr);
+    REQUIRE(yd[0] == Approx(yr[0]).epsilon(1e-14));
+    REQUIRE(yd[1] == Approx(yr[1]).epsilon(1e-14));
 }
 
 TEST_CASE("a chain with the user layer trains and round-trips through the file formats", "[user_layer][fit][io]") {

@@ -73,9 +73,9 @@
 //                                                        return InShape::rank != 1;
 //                                                    }();
 //                                                  A chain reads it before anything else of the bound layer;
-//                                                  when it is true, the chain puts a stand-in (a layer that
-//                                                  does nothing) in the place of this layer and of every later
-//                                                  one, unchecked, so that message is the compiler's only
+//                                                  when it is true, the chain puts a stand-in (broken_layer)
+//                                                  in the place of this layer and of every later one,
+//                                                  unchecked, so that message is the compiler's only
 //                                                  error. The bound layer's other members need not make sense
 //                                                  then, but the class must still instantiate: keep extents
 //                                                  and divisors positive (e.g. OH = H >= P ? H / P : 1).
@@ -254,7 +254,8 @@ consteval bool check_layer_contract() {
 // after it in its chain, so that the one error that said why is the only one: it has every member a
 // layer needs, and the derivative passes, describe and torch_layout pass over it. A program holding
 // one compiles only where a layer's rejects_shape is true without a static_assert failing (a user's
-// layer that forgot it): then init, forward and pullback throw, not compute nothing.
+// layer that forgot it): then init, forward and pullback throw, and so do the derivative passes'
+// rules for it (taylor.hpp, hvp.hpp), rather than compute nothing.
 [[noreturn]] inline void stand_in_ran() {
     throw std::logic_error(
         "chainlet: a chain ran a stand-in for a layer that rejected its input shape: that layer's rejects_shape "
@@ -286,18 +287,26 @@ inline constexpr bool is_broken_layer = false;
 template <class InShape>
 inline constexpr bool is_broken_layer<broken_layer<InShape>> = true;
 
-// Whether L takes InShape: its bound layer's rejects_shape first (reading it fires the layer's own
-// static_assert), then the contract.
+// A bound layer's rejects_shape, false where it has none (reading it fires the layer's own static_assert).
+template <class B>
+constexpr bool rejects_its_shape() {
+    if constexpr (requires { B::rejects_shape; })
+        return B::rejects_shape;
+    else
+        return false;
+}
+
+// Whether L takes InShape: its bound layer's rejects_shape first, then the contract. (The contract check
+// sits in an else branch: clang goes on past a condition whose evaluation failed an assertion, and a
+// check after the if would then be a second error.)
 template <class L, class InShape>
 consteval bool binds_to() {
-    if constexpr (requires { L::template bound<InShape>::rejects_shape; }) {
-        if constexpr (L::template bound<InShape>::rejects_shape)
-            return false;
-        else
-            return check_layer_contract<L, InShape>();
-    } else {
+    if constexpr (!requires { typename L::template bound<InShape>; })
         return check_layer_contract<L, InShape>();
-    }
+    else if constexpr (rejects_its_shape<typename L::template bound<InShape>>())
+        return false;
+    else
+        return check_layer_contract<L, InShape>();
 }
 
 template <bool Ok, class L, class InShape>

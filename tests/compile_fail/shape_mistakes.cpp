@@ -102,6 +102,16 @@ using Net = Chain<Input<28, 0, 1>, Conv<5, 5, 6>, Flatten, Dense<10>>;
 #elif SHAPE_CASE == 38
 #define MLP
 using Net = Chain<Input<4>>;
+// Two mistakes in one layer: its first check speaks, the others hold when it fails.
+#elif SHAPE_CASE == 39
+using Net = Chain<Input<8, 8, 1>, Conv<0, 3, 2, Identity, Padding::same, 2>, Flatten, Dense<1>>;
+#elif SHAPE_CASE == 40
+#define MLP
+using Net = Chain<Input<4>, Slice<10, 0>, Dense<1>>;
+#elif SHAPE_CASE == 41
+using Net = Chain<Input<1, 1, 1>, LayerNorm, Dense<1>>;
+#elif SHAPE_CASE == 42
+using Net = Chain<Input<4, 4, 1>, GRU<0>, Dense<1>>;
 #endif
 
 int main() {

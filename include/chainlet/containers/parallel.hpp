@@ -74,7 +74,8 @@ struct Parallel {
         // (layer.hpp) A branch that rejected its shape has said why: then nothing more is asserted.
         static constexpr bool rejects_shape = [] {
             static_assert(known_combine, "Parallel<Combine, Branches...>: Combine must be Concat, Sum, Product or Dot");
-            if constexpr (!known_combine || (Branches::template bound<InShape>::rejects_shape || ...)) {
+            if constexpr (!known_combine ||
+                          (detail::rejects_its_shape<typename Branches::template bound<InShape>>() || ...)) {
                 return true;
             } else {
                 constexpr bool flat = ((Branches::template bound<InShape>::out_shape::rank == 1) && ...);

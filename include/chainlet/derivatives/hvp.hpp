@@ -42,12 +42,16 @@ namespace detail {
 //                    g += the gradient, hv += its R-derivative; xbar, rxbar (both null or neither)
 //                    overwritten; ybar and rybar may be clobbered.
 template <class B>
-struct HvpRule {
+struct HvpRule {  // the primary template: see TaylorRule's (taylor.hpp)
     static constexpr std::size_t saved = no_derivative_rule<B>(), scratch = 0;
     template <class T>
-    static void forward(const T*, const T*, const T*, const T*, T*, T*, T*, std::size_t) {}
+    static void forward(const T*, const T*, const T*, const T*, T*, T*, T*, std::size_t) {
+        stand_in_ran();
+    }
     template <class T>
-    static void pullback(const T*, const T*, T*, T*, const T*, const T*, const T*, T*, T*, T*, T*, T*, std::size_t) {}
+    static void pullback(const T*, const T*, T*, T*, const T*, const T*, const T*, T*, T*, T*, T*, T*, std::size_t) {
+        stand_in_ran();
+    }
 };
 
 template <class LayerType, class B>

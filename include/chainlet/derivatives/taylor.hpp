@@ -308,14 +308,19 @@ constexpr std::size_t no_derivative_rule() {
 //                                                       cotangent (may be null); ybar may be clobbered
 // All buffers are feature-major with the columns inside a feature: [f][c][s] at f C m + c m + s.
 // A layer without a rule meets the static_assert of the primary template (the compiler's "required
-// from" line names it); its stub members keep that the only error.
+// from" line names it); its stub members keep that the only error. Only a stand-in passes the
+// assertion, and its stubs throw as its forward does (layer.hpp).
 template <class B>
 struct TaylorRule {
     static constexpr std::size_t saved = no_derivative_rule<B>(), scratch = 0;
     template <class T>
-    static void forward(const T*, const T*, T*, T*, std::size_t, const JetColumns&) {}
+    static void forward(const T*, const T*, T*, T*, std::size_t, const JetColumns&) {
+        stand_in_ran();
+    }
     template <class T>
-    static void pullback(const T*, T*, const T*, const T*, T*, T*, T*, std::size_t, const JetColumns&) {}
+    static void pullback(const T*, T*, const T*, const T*, T*, T*, T*, std::size_t, const JetColumns&) {
+        stand_in_ran();
+    }
 };
 
 // The rule of a layer that names its type (B::layer_type): Residual, Parallel, Slice, ActivationLayer.

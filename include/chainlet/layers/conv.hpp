@@ -50,12 +50,13 @@ template <std::size_t KH, std::size_t KW, std::size_t OC, Padding Pad, std::size
 inline constexpr bool conv_takes =
     conv_arguments_ok<KH, KW, OC, Pad, Stride> && (Pad == Padding::same || (H >= KH && W >= KW));
 
-// The first assertion that fails is the one error (the later ones sit in branches that are not taken).
+// The first assertion that fails is the one error (each later one holds when an earlier one fails).
 template <std::size_t KH, std::size_t KW, std::size_t OC, Padding Pad, std::size_t Stride, class InShape>
 constexpr bool conv_rejects() {
-    static_assert(KH > 0 && KW > 0 && OC > 0, "Conv<KH, KW, OutChannels>: all must be positive");
-    static_assert(Stride > 0, "Conv: the stride must be positive");
-    static_assert(Pad == Padding::valid || Stride == 1,
+    constexpr bool sizes_ok = KH > 0 && KW > 0 && OC > 0;
+    static_assert(sizes_ok, "Conv<KH, KW, OutChannels>: all must be positive");
+    static_assert(!sizes_ok || Stride > 0, "Conv: the stride must be positive");
+    static_assert(!sizes_ok || Stride == 0 || Pad == Padding::valid || Stride == 1,
                   "Conv with stride > 1 takes Padding::valid only (PyTorch has no padding=\"same\" for strided "
                   "convolutions)");
     if constexpr (conv_arguments_ok<KH, KW, OC, Pad, Stride>) {

@@ -56,10 +56,11 @@ inline constexpr bool conv1d_takes =
     conv1d_arguments_ok<K, OC, Pad, Stride, Dilation> && (Pad == Padding::same || L >= Dilation * (K - 1) + 1);
 
 template <std::size_t K, std::size_t OC, Padding Pad, std::size_t Stride, std::size_t Dilation, class InShape>
-constexpr bool conv1d_rejects() {
-    static_assert(K > 0 && OC > 0, "Conv1D<K, OutChannels>: both must be positive");
-    static_assert(Stride > 0 && Dilation > 0, "Conv1D: stride and dilation must be positive");
-    static_assert(Pad == Padding::valid || Stride == 1,
+constexpr bool conv1d_rejects() {  // as conv_rejects (layers/conv.hpp)
+    constexpr bool sizes_ok = K > 0 && OC > 0, steps_ok = Stride > 0 && Dilation > 0;
+    static_assert(sizes_ok, "Conv1D<K, OutChannels>: both must be positive");
+    static_assert(!sizes_ok || steps_ok, "Conv1D: stride and dilation must be positive");
+    static_assert(!sizes_ok || !steps_ok || Pad == Padding::valid || Stride == 1,
                   "Conv1D with stride > 1 takes Padding::valid only (PyTorch has no padding=\"same\" for strided "
                   "convolutions)");
     if constexpr (conv1d_arguments_ok<K, OC, Pad, Stride, Dilation>) {

@@ -54,7 +54,8 @@ struct Dropout {
     struct bound {
         static constexpr bool rejects_shape = [] {
             static_assert(Num >= 0 && Den > 0 && Num < Den, "Dropout<Num, Den>: the rate Num / Den must be in [0, 1)");
-            static_assert(InShape::size < (std::size_t(1) << 32), "Dropout: at most 2^32 features per sample");
+            static_assert(!(Num >= 0 && Den > 0 && Num < Den) || InShape::size < (std::size_t(1) << 32),
+                          "Dropout: at most 2^32 features per sample");
             return !(Num >= 0 && Den > 0 && Num < Den) || InShape::size >= (std::size_t(1) << 32);
         }();
         static constexpr std::size_t in_size = InShape::size;

@@ -34,7 +34,8 @@ struct LayerNorm {
     struct bound {
         static constexpr bool rejects_shape = [] {
             static_assert(InShape::rank == 1, "LayerNorm normalises the features of a flat sample: put Flatten before it");
-            static_assert(InShape::size >= 2, "LayerNorm over a single feature would output its bias only");
+            static_assert(InShape::rank != 1 || InShape::size >= 2,
+                          "LayerNorm over a single feature would output its bias only");
             return InShape::rank != 1 || InShape::size < 2;
         }();
         static constexpr std::size_t F = InShape::size;

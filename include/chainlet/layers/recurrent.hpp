@@ -34,7 +34,7 @@ constexpr bool recurrent_rejects() {
     static_assert(InShape::rank == 2,
                   "GRU/LSTM need a sequence input Input<T, F> (T steps of F features per sample); an image "
                   "(H, W, C) or a flat vector is not a sequence: reshape it, e.g. Input<T, 1> for T scalars");
-    static_assert(H > 0, "GRU/LSTM<H>: H (hidden units) must be positive");
+    static_assert(InShape::rank != 2 || H > 0, "GRU/LSTM<H>: H (hidden units) must be positive");
     return InShape::rank != 2 || H == 0;
 }
 template <class InShape, std::size_t H, bool ReturnSequence>

@@ -26,8 +26,8 @@ struct Slice {
     struct bound {
         static constexpr bool rejects_shape = [] {
             static_assert(Count > 0, "Slice<First, Count>: Count must be positive");
-            static_assert(InShape::rank == 1, "Slice needs a flat input: put chainlet::Flatten before it");
-            static_assert(InShape::rank != 1 || First + Count <= InShape::size,
+            static_assert(Count == 0 || InShape::rank == 1, "Slice needs a flat input: put chainlet::Flatten before it");
+            static_assert(Count == 0 || InShape::rank != 1 || First + Count <= InShape::size,
                           "Slice<First, Count>: the slice runs past the end of the input");
             return Count == 0 || InShape::rank != 1 || First + Count > InShape::size;
         }();
