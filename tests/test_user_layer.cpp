@@ -212,7 +212,8 @@ TEST_CASE("the layer checker fails a float output NaN where the double one is no
 
 // rejects_shape (layer.hpp): false binds the layer as it is; true without a static_assert (which a
 // layer must not do: the assertion is what stops the build) leaves stand-ins that throw, not a chain
-// that silently computes nothing.
+// that silently computes nothing. (Buffers sized for the chain, so that the throw is the stand-in's,
+// not a size check's.)
 struct AcceptsShape {
     template <class InShape>
     struct bound : ScaleShift::bound<InShape> {
@@ -239,16 +240,16 @@ TEST_CASE("rejects_shape: false binds the layer, true without an assertion leave
     using Rejected = Chain<Input<3>, Dense<4, Tanh>, RejectsSilently, Dense<1>>;
     static_assert(Rejected::rejects_shape);
     static_assert(Rejected::num_params == 3 * 4 + 4);  // the Dense before it; stand-ins from there on
-    std::vector<double> q(Rejected::num_params), out(2);
-    REQUIRE_THROWS_AS(init_params<Rejected>(q, 3), std::logic_error);
-    REQUIRE_THROWS_AS(predict<Rejected>(q, x, out), std::logic_error);
+    std::vector<double> q(Rejected::num_params), out(2 * Rejected::out_size);  // stand-ins keep the width 4
+    REQUIRE_THROWS_WITH(init_params<Rejected>(q, 3), Catch::Matchers::Contains("a stand-in"));
+    REQUIRE_THROWS_WITH(predict<Rejected>(q, x, out), Catch::Matchers::Contains("a stand-in"));
     // and the derivative passes, whose rules for a stand-in throw as its forward does
     DerivativeWorkspace<Rejected, double> derivatives(DerivativeSpec::laplacian(3), 2, 1);
-    std::vector<double> d(2 * derivatives.spec().columns());
-    REQUIRE_THROWS_AS(derivatives.derivatives(q.data(), x.data(), d.data(), 2), std::logic_error);
+    std::vector<double> d(2 * Rejected::out_size * derivatives.spec().columns());
+    REQUIRE_THROWS_WITH(derivatives.derivatives(q.data(), x.data(), d.data(), 2), Catch::Matchers::Contains("a stand-in"));
     HessianVectorWorkspace<Rejected, double> hvp(2, 1);
-    std::vector<double> v(q.size(), 1.0), g(q.size()), hv(q.size()), t(2);
-    REQUIRE_THROWS_AS(hvp.hvp(q.data(), v.data(), g.data(), hv.data(), x.data(), t.data(), 2), std::logic_error);
+    std::vector<double> v(q.size(), 1.0), g(q.size()), hv(q.size()), t(2 * Rejected::out_size);
+    REQUIRE_THROWS_WITH(hvp.hvp(q.data(), v.data(), g.data(), hv.data(), x.data(), t.data(), 2), Catch::Matchers::Contains("a stand-in"));
 }
 
 // A layer type without rejects_shape used directly as a Parallel branch (no Branch<...>): Parallel reads
