@@ -23,6 +23,9 @@ namespace {
 // Layers of 1-4 inputs over a chunk of 64 samples or more: the one-pass pullback (gemm_nt_activation),
 // without an input gradient in value_and_gradient's first layer and with one everywhere else.
 using FewInputsBatch = Chain<Input<3>, Dense<9, Tanh>, Dense<4, Softplus>, Dense<5, Tanh>, DenseNoBias<2>>;
+// Layers of more than 4 inputs and outputs over a chunk of 64 samples or more: dz, db and the first 4
+// inputs' weight gradient in one pass (Dense's pullback), with bias and without, dz from y and from z.
+using WideBatch = Chain<Input<7>, Dense<9, Tanh>, Dense<6, GELU>, DenseNoBias<5, Tanh>, Dense<2>>;
 using ResidualMlp = Chain<Input<5>, Dense<8, Tanh>, Residual<Dense<8, Tanh>, Dense<8, GELU>>, Residual<Dense<8, Softplus>>,
                          Dense<3>>;
 using DeepONet = Chain<Input<12>,
@@ -193,6 +196,7 @@ int main(int argc, char** argv) {
     const std::string dir = argv[1];
     write_case<ResidualMlp>(dir, "residual_mlp", 1);
     write_case<FewInputsBatch>(dir, "few_inputs_batch", 6, 150);
+    write_case<WideBatch>(dir, "wide_batch", 19, 150);
     write_case<DeepONet>(dir, "deeponet", 2);
     write_case<ParallelMix>(dir, "parallel_mix", 3);
     write_case<UserLayerNet>(dir, "user_layer", 4);

@@ -101,6 +101,9 @@ MODELS = {
     "few_inputs_batch": lambda: nn.Sequential(
         nn.Linear(3, 9), nn.Tanh(), nn.Linear(9, 4), nn.Softplus(), nn.Linear(4, 5), nn.Tanh(),
         nn.Linear(5, 2, bias=False)),
+    "wide_batch": lambda: nn.Sequential(
+        nn.Linear(7, 9), nn.Tanh(), nn.Linear(9, 6), nn.GELU(approximate="tanh"), nn.Linear(6, 5, bias=False),
+        nn.Tanh(), nn.Linear(5, 2)),
     "strided_conv_flatten": lambda: nn.Sequential(
         nn.Conv2d(3, 4, (2, 3), stride=3), nn.GELU(approximate="tanh"),
         nn.AvgPool2d((1, 2)), nn.Flatten(), nn.Linear(3 * 1 * 4, 2)),
