@@ -597,7 +597,8 @@ TEMPLATE_TEST_CASE("conv_valid on a zero-padded input (taps outside the window s
                                                                            static_cast<T*>(nullptr));
             REQUIRE(test::max_rel_diff(y1, y2) < tol);
             // Every tile over the union of its pixels' taps (Edges::union_of_taps) adds only products with
-            // zeros beyond the staircases: the same bits.
+            // zeros beyond the staircases: the same bits, up to the sign of an exact zero (a full tile
+            // starts with its first product, a staircase from +0), which == does not see.
             kernels::conv_valid<kernels::NoEpilogue, kernels::Init::zero, kernels::Edges::union_of_taps>(s, w.data(), 1, w_stride, in.data(),
                                                                         n, y_union.data(), nullptr, nullptr);
             REQUIRE(y1 == y_union);

@@ -135,8 +135,8 @@ inline void nn_tile_with(const Tile<T, AOff, BOff, ARs>& t, const size_t* stage_
     // Sums from 0 over every column start with the first product, a multiplication, where MR x NR
     // copies of a zero register cost the FP pipes one operation each (x86's FMA overwrites its addend,
     // so fma(a, b, 0) needs the copies too): the tiny MLP's Dense<16> input gradient, 32 x 560 x 16 on
-    // Zen 4, 89 -> 92-93 % of the peak. The same sums, except that one whose products are all zero and
-    // the first -0 stays -0 (fma(a, b, +0) gave +0).
+    // Zen 4, 89 -> 92-93 % of the peak. The same sums up to the sign of an exact zero: a sum whose
+    // products are all -0 is now -0 (from +0 it was +0). The staircase tiles still start from +0.
     constexpr bool first_product_starts = init == Init::zero && columns == Columns::all;
     auto set_start = [&]() __attribute__((always_inline)) {
 #pragma GCC unroll 16
@@ -393,8 +393,9 @@ inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff, ARs>& t) {
 }
 
 // C (M x N, row stride ldc) = Epilogue(start + A B), A(m, k) = a[m * a_rs + k * a_cs], B row stride ldb.
-// start: 0, C, bias[m] or bias[n] according to `init`. If z is given (row stride ldc) it receives the
-// pre-activation. a_rs: an integer, or unit_stride where A's rows are adjacent (see UnitStride).
+// start: 0, C, bias[m] or bias[n] according to `init`. With an epilogue, if z is given (row stride ldc) it
+// receives the pre-activation; with NoEpilogue C is the pre-activation and z must be null (asserted; the
+// tiles ignore it). a_rs: an integer, or unit_stride where A's rows are adjacent (see UnitStride).
 template <class Epilogue, Init init, class T, class ARowStride>
 void gemm_nn(size_t M, size_t N, size_t K, const T* a, ARowStride a_rs, ptrdiff_t a_cs, const T* b, size_t ldb,
              T* c, size_t ldc, std::type_identity_t<const T*> bias = nullptr, std::type_identity_t<T*> z = nullptr) {
@@ -517,7 +518,8 @@ void gemm_nt(size_t M, size_t P, size_t K, const T* a, size_t lda, const T* b, s
 // gemm_nn read dz again for dx (the tiny MLP's Dense<4>, 16 inputs, 560 samples: 1.18 + 1.03 us per
 // chunk against 0.61 + 0.61 at the FMA peak). The sums are theirs, in the same order: C's are
 // nt_tile's (gemm_nt's bits for P = 4 and whole tiles of 4 rows; its other tiles group the horizontal
-// sums differently), dx's start from 0 and add p = 0, 1, ... by FMA (gemm_nn's bits where it takes whole
+// sums differently), dx's start from 0 and add p = 0, 1, ... by FMA (gemm_nn's bits, up to the sign of an
+// exact zero (gemm_nn starts with the first product), where it takes whole
 // vectors; tested).
 template <size_t P, class T>
 void gemm_nt_nn_few(size_t M, size_t K, const T* a, size_t lda, const T* dz, size_t ld, const T* w, T* c,
