@@ -294,6 +294,8 @@ struct stand_in_layer {
     template <class InShape>
     using bound = broken_layer<InShape>;
 };
+// The whole stand-in chain.
+using stand_in_sequence = Sequence<Shape<1>, stand_in_layer>;
 
 // Whether a Chain's input and layers can be bound; the first mistake is asserted (in a function, not in
 // a class body: see layer.hpp's rejects_shape). InputSpec is not read beyond its type: Input<0>'s shape
@@ -325,7 +327,7 @@ constexpr bool chain_binds() {
 
 template <class InputSpec, class... Layers>
 struct chain_sequence {
-    using type = Sequence<Shape<1>, stand_in_layer>;
+    using type = stand_in_sequence;
 };
 template <std::size_t... Dims, class... Layers>
     requires(chain_binds<Input<Dims...>, sizeof...(Layers)>())
@@ -339,9 +341,9 @@ struct chain_sequence<Input<Dims...>, Layers...> {
 // argument that is not Input<dims...>, an extent 0 or no layer is one error (detail::chain_binds), and
 // the chain a stand-in.
 template <class InputSpec, class... Layers>
-struct Chain : detail::Sequence<Shape<1>, detail::stand_in_layer> {
+struct Chain : detail::stand_in_sequence {
     static_assert(!detail::chain_binds<InputSpec, sizeof...(Layers)>());  // which asserts what is wrong
-    using sequence = detail::Sequence<Shape<1>, detail::stand_in_layer>;
+    using sequence = detail::stand_in_sequence;
 };
 
 template <std::size_t... Dims, class... Layers>

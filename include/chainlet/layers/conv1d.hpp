@@ -34,10 +34,14 @@ namespace chainlet {
 
 namespace detail {
 
+// The input positions one output reads: K taps, Dilation apart.
+template <std::size_t K, std::size_t Dilation>
+inline constexpr std::size_t conv1d_span = Dilation * (K - 1) + 1;
+
 template <std::size_t K, std::size_t OC, class Act, Padding Pad, std::size_t Stride, std::size_t Dilation, std::size_t L,
           std::size_t C>
 struct conv1d_impl {
-    static constexpr std::size_t span = Dilation * (K - 1) + 1;
+    static constexpr std::size_t span = conv1d_span<K, Dilation>;
     static constexpr bool same = Pad == Padding::same;
     static constexpr std::size_t pad_front = same ? (span - 1) / 2 : 0, pad_back = same ? span - 1 - pad_front : 0;
     // The sequence as an image one row high, so the register tiles of Conv run along the sequence.
@@ -53,7 +57,7 @@ inline constexpr bool conv1d_arguments_ok = K > 0 && OC > 0 && Stride > 0 && Dil
                                             (Pad == Padding::valid || Stride == 1);
 template <std::size_t K, std::size_t OC, Padding Pad, std::size_t Stride, std::size_t Dilation, std::size_t L>
 inline constexpr bool conv1d_takes =
-    conv1d_arguments_ok<K, OC, Pad, Stride, Dilation> && (Pad == Padding::same || L >= Dilation * (K - 1) + 1);
+    conv1d_arguments_ok<K, OC, Pad, Stride, Dilation> && (Pad == Padding::same || L >= conv1d_span<K, Dilation>);
 
 template <std::size_t K, std::size_t OC, Padding Pad, std::size_t Stride, std::size_t Dilation, class InShape>
 constexpr bool conv1d_rejects() {  // as conv_rejects (layers/conv.hpp)
@@ -81,7 +85,7 @@ template <std::size_t K, std::size_t OC, Activation Act = Identity, Padding Pad 
           std::size_t Dilation = 1>
 struct Conv1D {
     using activation = Act;
-    static constexpr std::size_t span = Dilation * (K - 1) + 1;  // input positions one output reads
+    static constexpr std::size_t span = detail::conv1d_span<K, Dilation>;  // input positions one output reads
 
     template <class InShape>
     struct bound {

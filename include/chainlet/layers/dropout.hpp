@@ -50,13 +50,14 @@ struct Dropout {
         return (counter_hash(key, (sample << 32) + feature) >> 11) >= threshold;
     }
 
+    static constexpr bool rate_ok = Num >= 0 && Den > 0 && Num < Den;
+
     template <class InShape>
     struct bound {
         static constexpr bool rejects_shape = [] {
-            static_assert(Num >= 0 && Den > 0 && Num < Den, "Dropout<Num, Den>: the rate Num / Den must be in [0, 1)");
-            static_assert(!(Num >= 0 && Den > 0 && Num < Den) || InShape::size < (std::size_t(1) << 32),
-                          "Dropout: at most 2^32 features per sample");
-            return !(Num >= 0 && Den > 0 && Num < Den) || InShape::size >= (std::size_t(1) << 32);
+            static_assert(rate_ok, "Dropout<Num, Den>: the rate Num / Den must be in [0, 1)");
+            static_assert(!rate_ok || InShape::size < (std::size_t(1) << 32), "Dropout: at most 2^32 features per sample");
+            return !rate_ok || InShape::size >= (std::size_t(1) << 32);
         }();
         static constexpr std::size_t in_size = InShape::size;
         static constexpr std::size_t out_size = InShape::size;
