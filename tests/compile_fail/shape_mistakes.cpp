@@ -112,6 +112,19 @@ using Net = Chain<Input<4>, Slice<10, 0>, Dense<1>>;
 using Net = Chain<Input<1, 1, 1>, LayerNorm, Dense<1>>;
 #elif SHAPE_CASE == 42
 using Net = Chain<Input<4, 4, 1>, GRU<0>, Dense<1>>;
+// Empty containers: their own message, nothing from the empty chain inside.
+#elif SHAPE_CASE == 43
+#define MLP
+using Net = Chain<Input<4>, Residual<>, Dense<1>>;
+#elif SHAPE_CASE == 44
+#define MLP
+using Net = Chain<Input<4>, Parallel<Sum>, Dense<1>>;
+#elif SHAPE_CASE == 45
+#define MLP
+using Net = Chain<Input<4>, Parallel<Concat, Branch<Dense<3>>, Branch<>>, Dense<1>>;
+#elif SHAPE_CASE == 46
+#define MLP
+using Net = Chain<Input<4>, Parallel<Branch<Dense<3>>>, Dense<1>>;
 #endif
 
 int main() {

@@ -36,9 +36,21 @@ namespace chainlet {
 // One branch of a Parallel: a chain of layers.
 template <class... Layers>
 struct Branch {
-    static_assert(sizeof...(Layers) >= 1, "Branch<Layers...> needs at least one layer");
     template <class InShape>
     using bound = detail::Sequence<InShape, Layers...>;
+};
+// An empty branch binds to the stand-in chain (chain.hpp), whose members Parallel reads without further
+// errors, and rejects its shape: the assertion is the only error (one in Branch's class body was followed
+// by up to 6 more with clang, from the members Parallel then could not read).
+template <>
+struct Branch<> {
+    template <class InShape>
+    struct bound : detail::stand_in_sequence {
+        static constexpr bool rejects_shape = [] {
+            static_assert(detail::always_false<InShape>, "Branch<Layers...> needs at least one layer");
+            return true;
+        }();
+    };
 };
 
 struct Concat {
@@ -56,7 +68,6 @@ struct Dot {
 
 template <class Combine, class... Branches>
 struct Parallel {
-    static_assert(sizeof...(Branches) >= 1, "Parallel needs at least one Branch<...>");
     static constexpr bool known_combine = std::is_same_v<Combine, Concat> || std::is_same_v<Combine, Sum> ||
                                           std::is_same_v<Combine, Product> || std::is_same_v<Combine, Dot>;
 
@@ -222,6 +233,21 @@ struct Parallel {
             }(std::make_index_sequence<B>{});
             m.natural_order();
         }
+    };
+};
+
+// No branch: a bound layer that only rejects its shape, so that the assertion is the only error (one in
+// Parallel's class body was followed by 4 more from the members of an empty Parallel).
+template <class Combine>
+struct Parallel<Combine> {
+    template <class InShape>
+    struct bound {
+        static constexpr bool rejects_shape = [] {
+            static_assert(detail::always_false<InShape>,
+                          "Parallel<Combine, Branches...> needs at least one Branch<...> after its Combine (Concat, Sum, "
+                          "Product or Dot)");
+            return true;
+        }();
     };
 };
 

@@ -22,15 +22,19 @@ namespace chainlet {
 
 template <class... Layers>
 struct Residual {
-    static_assert(sizeof...(Layers) >= 1, "Residual<Layers...> needs at least one inner layer");
-
     template <class InShape>
     struct bound {
-        using inner = detail::Sequence<InShape, Layers...>;
+        // Without inner layers, the stand-in chain (chain.hpp): the assertion below is then the only error
+        // (one in Residual's class body was followed by 1-2 more from the empty chain it named).
+        using inner = std::conditional_t<sizeof...(Layers) == 0, detail::stand_in_sequence,
+                                         detail::Sequence<InShape, Layers...>>;
         using layer_type = Residual;  // for passes with their own rules (derivatives/taylor.hpp)
         // (layer.hpp) An inner layer that rejected its shape has said why: then nothing more is asserted.
         static constexpr bool rejects_shape = [] {
-            if constexpr (inner::rejects_shape) {
+            if constexpr (sizeof...(Layers) == 0) {
+                static_assert(sizeof...(Layers) >= 1, "Residual<Layers...> needs at least one inner layer");
+                return true;
+            } else if constexpr (inner::rejects_shape) {
                 return true;
             } else {
                 static_assert(std::is_same_v<typename inner::out_shape, InShape>,
