@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -270,33 +272,81 @@ template <class V>
 inline V tanh_exact(V a) { CHAINLET_SIMD_OR_STD(xsimd::tanh(a), std::tanh(a)); }
 #undef CHAINLET_SIMD_OR_STD
 
-// tanh: in float, a rational minimax approximation x P(x^2) / Q(x^2), P and Q of degree 4, fitted to
-// tanh on |x| <= 8 with P(0) = Q(0), so that tiny x give x (scripts/fit_tanh.py: Lawson-weighted least
-// squares on the relative error): 6.7e-9 relative error before rounding, within 4.4 ulp of std::tanh
-// after it (tests/test_activations.cpp). x is clamped to +-8, where tanh is 1 - 2.3e-7 (4 ulp below 1):
-// with a clamp at 8.1 or beyond, rounding took the result above 1 (1 + 1 ulp at 8.07); |tanh| <= 1 is
-// kept. P is monic, so its first Horner step is an addition. Per vector: 9 multiplies or FMAs, one
-// addition, one division, which on Zen 4 costs about 3 FMA-pipe cycles: in a streaming loop 12 cycles
-// per 16 lanes, against 19 for Eigen's 13/6 approximation with a Newton-refined reciprocal estimate and
-// 13.5 for this one with it (docs/profile.md). In double, the accurate library tanh, since double is
-// what the gradient checks and scientific users run.
+namespace detail {
+// tanh(k / 2) for k = 0 .. 31, rounded to float (scripts/fit_tanh.py prints them; a test recomputes them).
+// From k = 19 on they are 1.
+alignas(64) inline constexpr float tanh_of_halves[32] = {
+    0.0f,         0.462117165f, 0.761594176f, 0.905148268f, 0.964027584f, 0.986614287f, 0.995054781f,
+    0.998177886f, 0.999329329f, 0.999753237f, 0.999909222f, 0.999966621f, 0.999987721f, 0.99999547f,
+    0.999998331f, 0.999999404f, 0.999999762f, 0.99999994f,  0.99999994f,  1.0f,         1.0f,
+    1.0f,         1.0f,         1.0f,         1.0f,         1.0f,         1.0f,         1.0f,
+    1.0f,         1.0f,         1.0f,         1.0f};
+
+// tanh_of_halves[k mod 32] for each lane, k the low bits of the lane's float representation.
+template <class V>
+inline V tanh_of_halves_at(V s) {
+    if constexpr (!is_vector<V>) {
+        std::uint32_t k;
+        std::memcpy(&k, &s, sizeof k);
+        return tanh_of_halves[k & 31u];
+    } else {
+#if !defined(CHAINLET_SCALAR) && defined(__AVX512F__)
+        // one permute across the two registers that hold the table (it reads the index's low 5 bits)
+        if constexpr (sizeof(V) == 64 && std::is_same_v<scalar_t<V>, float>)
+            return _mm512_permutex2var_ps(_mm512_load_ps(tanh_of_halves), _mm512_castps_si512(s),
+                                          _mm512_load_ps(tanh_of_halves + 16));
+#endif
+        // narrower vectors (AVX2 builds, and the part vectors of an AVX-512 build): lane by lane
+        alignas(64) scalar_t<V> in[V::size], out[V::size];
+        s.store_aligned(in);
+        for (std::size_t l = 0; l < V::size; ++l) out[l] = tanh_of_halves_at(in[l]);
+        return V::load_aligned(out);
+    }
+}
+
+// c - a, with a = s - 2^22 = c rounded to a multiple of 1/2 (ties to even): exact either way. AVX512DQ's
+// vreduceps does it in one operation.
+template <class V>
+inline V minus_nearest_half(V c, V s) {
+#if !defined(CHAINLET_SCALAR) && defined(__AVX512DQ__)
+    if constexpr (is_vector<V>)
+        if constexpr (sizeof(V) == 64 && std::is_same_v<scalar_t<V>, float>) return _mm512_reduce_ps(c, 1 << 4);
+#endif
+    return c - (s - V(4194304.0f));
+}
+}  // namespace detail
+
+// tanh: in float, tanh(a + b) = (tanh a + tanh b) / (1 + tanh a tanh b), with a = |x| rounded to a
+// multiple of 1/2 (|x| clamped to 15.5, where tanh is 1 in float), tanh a from a table of 32 (one AVX-512
+// permute), b = |x| - a in [-1/4, 1/4] and tanh b = b + b t (c1 + c2 t + c3 t^2), t = b^2 (minimax
+// relative error 2.9e-9; scripts/fit_tanh.py), then x's sign. Adding 2^22 to |x| leaves round(2 |x|) in the
+// low bits of the sum: the table index without a conversion. Within 2.9 ulp of std::tanh
+// (tests/test_activations.cpp); tanh(0) is 0, +-inf gives +-1 (a = 15.5 gives tanh a = 1, and then the
+// quotient is exactly 1), NaN stays NaN (through b).
+// Cost per 16 lanes: 6 multiplies or FMAs and a division (about 2 FMA-pipe cycles on Zen 4), the
+// additions, logic and permute beside them on their own pipes: 8 FMA-pipe cycles against the 11 of the
+// rational x P(x^2) / Q(x^2) of degree 4 used before (5.2 ulp), and 10.1 against 11.7 cycles a vector in a
+// streaming loop (docs/profile.md, 2026-11-30, 07:50-). In double, the accurate library tanh, since
+// double is what the gradient checks and scientific users run.
 template <class V>
 inline V tanh(V x) {
     using T = scalar_t<V>;
     if constexpr (std::is_same_v<T, float>) {
-        // The clamp's bound first: x86's min and max return their second operand when one is NaN, so a
-        // NaN x stays NaN.
-        const V c = simd::max(V(-8.0f), simd::min(V(8.0f), x));
-        const V t = c * c;
-        V p = t + V(1434.6333f);
-        p = simd::fma(t, p, V(233729.562f));
-        p = simd::fma(t, p, V(8793050.0f));
-        p = simd::fma(t, p, V(65391404.0f));
-        V q = simd::fma(t, V(55.8947563f), V(22335.8945f));
-        q = simd::fma(t, q, V(1711607.88f));
-        q = simd::fma(t, q, V(30590182.0f));
-        q = simd::fma(t, q, V(65391404.0f));
-        return c * p / q;
+        // min's second operand is |x|: x86's min returns it when one is NaN, so NaN reaches b
+        const V c = simd::min(V(15.5f), simd::abs(x));
+        const V s = c + V(4194304.0f);  // floats in [2^22, 2^23) are 1/2 apart
+        const V tanh_a = detail::tanh_of_halves_at(s);
+        const V b = detail::minus_nearest_half(c, s);
+        const V t = b * b;
+        const V r = simd::fma(t, simd::fma(t, V(-0.0514300652f), V(0.133242369f)), V(-0.33333239f));
+        const V tanh_b = simd::fma(b * t, r, b);
+        const V y = (tanh_a + tanh_b) / simd::fma(tanh_a, tanh_b, V(1.0f));
+        // y >= +0 (or NaN): x's sign bit ored in
+        if constexpr (is_vector<V>) {
+            return y | (x & V(-0.0f));
+        } else {
+            return std::copysign(y, x);
+        }
     } else {
         return tanh_exact(x);
     }
