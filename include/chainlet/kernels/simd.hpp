@@ -296,7 +296,8 @@ inline V tanh_of_halves_at(V s) {
             return _mm512_permutex2var_ps(_mm512_load_ps(tanh_of_halves), _mm512_castps_si512(s),
                                           _mm512_load_ps(tanh_of_halves + 16));
 #endif
-        // narrower vectors (AVX2 builds, and the part vectors of an AVX-512 build): lane by lane
+        // narrower vectors (the part vectors of an AVX-512 build, 8 or 4 lanes; rare: gemm_nn's tails
+        // are masked full vectors): lane by lane
         alignas(64) scalar_t<V> in[V::size], out[V::size];
         s.store_aligned(in);
         for (std::size_t l = 0; l < V::size; ++l) out[l] = tanh_of_halves_at(in[l]);
@@ -316,22 +317,56 @@ inline V minus_nearest_half(V c, V s) {
 }
 }  // namespace detail
 
-// tanh: in float, tanh(a + b) = (tanh a + tanh b) / (1 + tanh a tanh b), with a = |x| rounded to a
-// multiple of 1/2 (|x| clamped to 15.5, where tanh is 1 in float), tanh a from a table of 32 (one AVX-512
-// permute), b = |x| - a in [-1/4, 1/4] and tanh b = b + b t (c1 + c2 t + c3 t^2), t = b^2 (minimax
-// relative error 2.9e-9; scripts/fit_tanh.py), then x's sign. Adding 2^22 to |x| leaves round(2 |x|) in the
-// low bits of the sum: the table index without a conversion. Within 2.9 ulp of std::tanh
-// (tests/test_activations.cpp); tanh(0) is 0, +-inf gives +-1 (a = 15.5 gives tanh a = 1, and then the
-// quotient is exactly 1), NaN stays NaN (through b).
+// The float tanh's form: the table below where AVX-512 looks it up with one permute; elsewhere the
+// rational, since AVX2 has no such lookup (its 8-lane gather made the tanh 50 FMA cycles per 16 lanes
+// against the rational's 12.4, Zen 4 in an AVX2 build). Vector and scalar forms use the same one.
+#if !defined(CHAINLET_SCALAR) && defined(__AVX512F__)
+inline constexpr bool tanh_from_table = true;
+#else
+inline constexpr bool tanh_from_table = false;
+#endif
+
+// Float tanh as a rational minimax approximation x P(x^2) / Q(x^2), P and Q of degree 4, fitted to tanh
+// on |x| <= 8 with P(0) = Q(0), so that tiny x give x (Lawson-weighted least squares on the relative error;
+// scripts/fit_tanh.py --rational): 6.7e-9 relative error before rounding, within 4.4
+// ulp of std::tanh after it (5.2 over every third float of [0, 12]). x is clamped to +-8, where tanh is
+// 1 - 2.3e-7 (4 ulp below 1): with a clamp at 8.1 or beyond, rounding took the result above 1; |tanh| <=
+// 1 is kept. P is monic, so its first Horner step is an addition. Per vector: 9 multiplies or FMAs, one
+// addition, one division: 11 FMA-pipe cycles on Zen 4, against 19 for Eigen's 13/6 approximation with a
+// Newton-refined reciprocal estimate (docs/profile.md).
+template <class V>
+inline V tanh_rational(V x) {
+    // The clamp's bound first: x86's min and max return their second operand when one is NaN, so a NaN x
+    // stays NaN.
+    const V c = simd::max(V(-8.0f), simd::min(V(8.0f), x));
+    const V t = c * c;
+    V p = t + V(1434.6333f);
+    p = simd::fma(t, p, V(233729.562f));
+    p = simd::fma(t, p, V(8793050.0f));
+    p = simd::fma(t, p, V(65391404.0f));
+    V q = simd::fma(t, V(55.8947563f), V(22335.8945f));
+    q = simd::fma(t, q, V(1711607.88f));
+    q = simd::fma(t, q, V(30590182.0f));
+    q = simd::fma(t, q, V(65391404.0f));
+    return c * p / q;
+}
+
+// tanh: in float where tanh_from_table, tanh(a + b) = (tanh a + tanh b) / (1 + tanh a tanh b), with a =
+// |x| rounded to a multiple of 1/2 (|x| clamped to 15.5, where tanh is 1 in float), tanh a from a table of 32 (one
+// AVX-512 permute), b = |x| - a in [-1/4, 1/4] and tanh b = b + b t (c1 + c2 t + c3 t^2), t = b^2
+// (minimax relative error 2.9e-9; scripts/fit_tanh.py), then x's sign. Adding 2^22 to |x| leaves
+// round(2 |x|) in the low bits of the sum: the table index without a conversion. Within 2.9 ulp of
+// std::tanh (tests/test_activations.cpp); tanh(0) is 0, +-inf gives exactly +-1 (a = 15.5 gives tanh a =
+// 1, and then the quotient is exactly 1), NaN stays NaN (through b).
 // Cost per 16 lanes: 6 multiplies or FMAs and a division (about 2 FMA-pipe cycles on Zen 4), the
-// additions, logic and permute beside them on their own pipes: 8 FMA-pipe cycles against the 11 of the
-// rational x P(x^2) / Q(x^2) of degree 4 used before (5.2 ulp), and 10.1 against 11.7 cycles a vector in a
-// streaming loop (docs/profile.md, 2026-11-30, 07:50-). In double, the accurate library tanh, since
-// double is what the gradient checks and scientific users run.
+// additions, logic and permute beside them on their own pipes: 8 FMA-pipe cycles against the rational's
+// 11, and 10.1 against 11.7 cycles a vector in a streaming loop (docs/profile.md, 2026-11-30, 07:50-).
+// Elsewhere in float, tanh_rational. In double, the accurate library tanh, since double is what the
+// gradient checks and scientific users run.
 template <class V>
 inline V tanh(V x) {
     using T = scalar_t<V>;
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<T, float> && tanh_from_table) {
         // min's second operand is |x|: x86's min returns it when one is NaN, so NaN reaches b
         const V c = simd::min(V(15.5f), simd::abs(x));
         const V s = c + V(4194304.0f);  // floats in [2^22, 2^23) are 1/2 apart
@@ -347,6 +382,8 @@ inline V tanh(V x) {
         } else {
             return std::copysign(y, x);
         }
+    } else if constexpr (std::is_same_v<T, float>) {
+        return tanh_rational(x);
     } else {
         return tanh_exact(x);
     }
