@@ -98,6 +98,15 @@ TEST_CASE("activation: fast float tanh stays within 2e-6 of std::tanh", "[activa
 // -O1 build (whose vector FMAs round twice); the rational's 5.2 (4.4 on this test's points).
 constexpr double tanh_ulp_bound = simd::tanh_from_table ? 3.5 : 8.0;
 
+namespace {
+// |got - tanh z| in units in the last place of the float nearest to |tanh z|.
+double tanh_ulp_error(float z, float got) {
+    const double exact = std::tanh(static_cast<double>(z));
+    const float e = static_cast<float>(std::abs(exact));
+    return std::abs(static_cast<double>(got) - exact) / static_cast<double>(std::nextafter(e, 2.0f) - e);
+}
+}  // namespace
+
 // The same in units in the last place of the float result, over every float magnitude that matters:
 // tiny arguments (where tanh z = z), the bend around 1, and saturation; for the vector lanes and for
 // the scalar form.
@@ -106,10 +115,7 @@ TEST_CASE("activation: fast float tanh is within its ulp bound of std::tanh in v
     double worst = 0;
     float at = 0;
     auto check = [&](float z, float got) {
-        const double exact = std::tanh(static_cast<double>(z));
-        const float e = static_cast<float>(std::abs(exact));
-        const double ulp = static_cast<double>(std::nextafter(e, 2.0f) - e);
-        const double err = std::abs(static_cast<double>(got) - exact) / ulp;
+        const double err = tanh_ulp_error(z, got);
         if (err > worst) worst = err, at = z;
     };
     for (float z = 1e-30f; z < 12.0f; z *= 1.0001f)  // geometric: ~8e5 points, every binade
@@ -145,12 +151,10 @@ TEST_CASE("activation: fast float tanh is continuous across its table's joins", 
             for (float s : {z, -z}) {
                 float lanes[simd::width<float>];
                 simd::storev(lanes, simd::tanh(V(s)));
-                const double exact = std::tanh(static_cast<double>(s));
-                const float e = static_cast<float>(std::abs(exact));
-                const double ulp = static_cast<double>(std::nextafter(e, 2.0f) - e);
-                for (float got : {lanes[0], simd::tanh(s)})
-                    if (std::abs(static_cast<double>(got) - exact) / ulp > worst)
-                        worst = std::abs(static_cast<double>(got) - exact) / ulp, at = s;
+                for (float got : {lanes[0], simd::tanh(s)}) {
+                    const double err = tanh_ulp_error(s, got);
+                    if (err > worst) worst = err, at = s;
+                }
             }
     }
     INFO("worst " << worst << " ulp at z = " << at << ", bound " << tanh_ulp_bound);

@@ -273,6 +273,10 @@ inline V tanh_exact(V a) { CHAINLET_SIMD_OR_STD(xsimd::tanh(a), std::tanh(a)); }
 #undef CHAINLET_SIMD_OR_STD
 
 namespace detail {
+// 2^22: c + 2^22 rounds c >= 0 to a multiple of 1/2 (floats in [2^22, 2^23) are 1/2 apart), and the
+// multiple's index k = 2 a sits in the sum's low bits.
+inline constexpr float half_step_magic = 4194304.0f;
+
 // tanh(k / 2) for k = 0 .. 31, rounded to float (scripts/fit_tanh.py prints them; a test recomputes them).
 // From k = 19 on they are 1.
 alignas(64) inline constexpr float tanh_of_halves[32] = {
@@ -313,7 +317,7 @@ inline V minus_nearest_half(V c, V s) {
     if constexpr (is_vector<V>)
         if constexpr (sizeof(V) == 64 && std::is_same_v<scalar_t<V>, float>) return _mm512_reduce_ps(c, 1 << 4);
 #endif
-    return c - (s - V(4194304.0f));
+    return c - (s - V(half_step_magic));
 }
 }  // namespace detail
 
@@ -369,7 +373,7 @@ inline V tanh(V x) {
     if constexpr (std::is_same_v<T, float> && tanh_from_table) {
         // min's second operand is |x|: x86's min returns it when one is NaN, so NaN reaches b
         const V c = simd::min(V(15.5f), simd::abs(x));
-        const V s = c + V(4194304.0f);  // floats in [2^22, 2^23) are 1/2 apart
+        const V s = c + V(detail::half_step_magic);
         const V tanh_a = detail::tanh_of_halves_at(s);
         const V b = detail::minus_nearest_half(c, s);
         const V t = b * b;
