@@ -109,6 +109,49 @@ TEMPLATE_TEST_CASE("gemm_nn leaves the memory past each row's N columns alone", 
     check_gemm_nn<GELU, Init::col_bias, TestType>(true, true, rows, {7}, pads);
 }
 
+// gemm_nn_fixed_k: K known at compile time, and up to short_reduction its own tiles of one vector. Each
+// output still adds its products in the order of k, so the bits are gemm_nn's, over every row and column
+// rest, with and without the pre-activation, past-N memory untouched (pads of 13 hold NaN in B and a
+// column bias). (From zero, which it refuses, GCC 12 at -O3 rounded another product: 1 ulp off.)
+template <std::size_t K, class Act, Init init, class T>
+void check_gemm_nn_fixed_k(bool with_z) {
+    const double tolerance = sizeof(T) == 4 ? 2e-5 : 1e-12;
+    for (std::size_t M : gemm_nn_rows)
+        for (std::size_t N : gemm_nn_columns)
+            for (std::size_t pad : {0, 13}) {
+                const std::size_t ld = N + pad;
+                const auto a = test::random_vector<T>(M * K, M * 100 + K);
+                auto b = test::random_vector<T>(K * ld, N * 7 + K + pad);
+                for (std::size_t k = 0; k < K; ++k)
+                    std::fill_n(b.begin() + k * ld + N, pad, std::numeric_limits<T>::quiet_NaN());
+                auto bias = test::random_vector<T>(std::max(M, N) + pad, M + N);
+                if constexpr (init == Init::col_bias) std::fill_n(bias.begin() + N, pad, std::numeric_limits<T>::quiet_NaN());
+                const auto c_start = test::random_vector<T>(M * ld, 5);
+                auto c1 = c_start, c2 = c_start, c3 = c_start;
+                std::vector<T> z1(M * ld, T(7)), z2 = z1, z3 = z1;
+                const ptrdiff_t cs = static_cast<ptrdiff_t>(M);
+                gemm_nn<Act, init>(M, N, K, a.data(), unit_stride, cs, b.data(), ld, c1.data(), ld, bias.data(),
+                                   with_z ? z1.data() : nullptr);
+                gemm_nn_fixed_k<K, Act, init>(M, N, a.data(), unit_stride, cs, b.data(), ld, c2.data(), ld,
+                                              bias.data(), with_z ? z2.data() : nullptr);
+                gemm_nn_reference<Act, init>(M, N, K, a.data(), 1, cs, b.data(), ld, c3.data(), ld, bias.data(),
+                                             with_z ? z3.data() : nullptr);
+                INFO("M=" << M << " N=" << N << " K=" << K << " pad=" << pad);
+                REQUIRE(c2 == c1);
+                REQUIRE(z2 == z1);
+                REQUIRE(test::max_rel_diff(c2, c3) < tolerance);
+            }
+}
+
+TEMPLATE_TEST_CASE("gemm_nn_fixed_k gives gemm_nn's bits", "[kernel]", float, double) {
+    check_gemm_nn_fixed_k<1, Tanh, Init::row_bias, TestType>(true);
+    check_gemm_nn_fixed_k<4, Tanh, Init::row_bias, TestType>(true);
+    check_gemm_nn_fixed_k<4, NoEpilogue, Init::accumulate, TestType>(false);
+    check_gemm_nn_fixed_k<3, GELU, Init::col_bias, TestType>(true);
+    check_gemm_nn_fixed_k<short_reduction, ReLU, Init::row_bias, TestType>(false);
+    check_gemm_nn_fixed_k<short_reduction + 1, Tanh, Init::row_bias, TestType>(true);
+}
+
 // hsum_add sums the lanes of many vectors at once by a transposing tree: every output must be the sum
 // of its own vector (distinct lane values, so a sum landing in the wrong place shows).
 template <class T, std::size_t N>

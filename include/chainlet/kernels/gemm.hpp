@@ -68,6 +68,16 @@ struct KRange {
     static KRange all(size_t K) { return {0, 1, K, K}; }
 };
 
+// One run [0, K) with K known at compile time (gemm_nn_fixed_k): a Dense layer's few inputs.
+template <size_t K>
+struct FixedKRange {
+    static constexpr size_t first = 0, segments = 1, length = K, stride = K;
+};
+template <class KR>
+inline constexpr size_t fixed_k = 0;
+template <size_t K>
+inline constexpr size_t fixed_k<FixedKRange<K>> = K;
+
 // A row stride of A that the compiler knows to be 1: A's rows adjacent, as in W X with W stored
 // input-major (a Dense layer's forward). With the stride a run-time value, GCC 12 addressed a tile's
 // broadcasts through a chain of additions per k step (one per row), and LeNet5's Dense<120> forward on
@@ -84,9 +94,9 @@ inline constexpr UnitStride unit_stride{};
 //   C(i, j) = the vector at c + i * c_is + j * c_js  (z, the pre-activation, alike, and null with
 //             NoEpilogue, where C is the pre-activation; bias[i] for a
 //             row bias, the vector at bias + j * c_js for a column bias)
-template <class T, class AOff, class BOff, class ARowStride = ptrdiff_t>
+template <class T, class AOff, class BOff, class ARowStride = ptrdiff_t, class KR = KRange>
 struct Tile {
-    KRange k;
+    KR k;
     const T* a;
     ARowStride a_rs;
     AOff a_off;
@@ -114,8 +124,8 @@ enum class Columns { all, joining, leaving };
 // masked_last: the last column holds only its first last_lanes lanes (the end of a row of B and C; see
 // nn_panel), loaded and stored through masks.
 template <bool contiguous, class Epilogue, Init init, class V, int MR, int NR, Columns columns = Columns::all,
-          bool masked_last = false, class T, class AOff, class BOff, class ARs>
-inline void nn_tile_with(const Tile<T, AOff, BOff, ARs>& t, const size_t* stage_end = nullptr, size_t last_lanes = 0) {
+          bool masked_last = false, class T, class AOff, class BOff, class ARs, class KR>
+inline void nn_tile_with(const Tile<T, AOff, BOff, ARs, KR>& t, const size_t* stage_end = nullptr, size_t last_lanes = 0) {
     const ptrdiff_t b_js = contiguous ? lanes<V> : t.b_js, c_js = contiguous ? lanes<V> : t.c_js;
     auto load = [&](int j, const T* p) __attribute__((always_inline)) {
         if constexpr (masked_last)
@@ -216,14 +226,14 @@ inline void nn_tile_with(const Tile<T, AOff, BOff, ARs>& t, const size_t* stage_
 
 // The tile with the strides t gives (the convolutions' pixels are IC x n apart).
 template <class Epilogue, Init init, class V, int MR, int NR, Columns columns = Columns::all, class T, class AOff,
-          class BOff, class ARs>
-inline void nn_tile(const Tile<T, AOff, BOff, ARs>& t, const size_t* stage_end = nullptr) {
+          class BOff, class ARs, class KR>
+inline void nn_tile(const Tile<T, AOff, BOff, ARs, KR>& t, const size_t* stage_end = nullptr) {
     nn_tile_with<false, Epilogue, init, V, MR, NR, columns>(t, stage_end);
 }
 
 // The same tile moved to row m, and by `shift` elements along the vectorised dimension.
-template <Init init, class T, class AOff, class BOff, class ARs>
-inline Tile<T, AOff, BOff, ARs> moved(Tile<T, AOff, BOff, ARs> t, size_t m, ptrdiff_t shift) {
+template <Init init, class T, class AOff, class BOff, class ARs, class KR>
+inline Tile<T, AOff, BOff, ARs, KR> moved(Tile<T, AOff, BOff, ARs, KR> t, size_t m, ptrdiff_t shift) {
     t.a += static_cast<ptrdiff_t>(m) * t.a_rs;
     t.b += shift;
     t.c += static_cast<ptrdiff_t>(m) * t.c_is + shift;
@@ -252,6 +262,14 @@ inline constexpr int one_vector_rows = simd::vector_registers >= 32 ? 16 : 8;
 // 2026-11-28, 15:50-).
 inline constexpr int panel_rows = simd::vector_registers >= 32 ? 8 : 4;
 inline constexpr int panel_vectors = simd::vector_registers >= 32 ? 3 : 2;
+
+// A reduction of at most short_reduction terms known at compile time (gemm_nn_fixed_k) takes tiles of
+// short_reduction_rows rows and one vector with 32 vector registers: with so few FMAs per output the
+// tile's stores and epilogue weigh more than its loads. The tiny MLP's first layer, 32 x 560 x 4 with
+// tanh, Zen 4: 15.0-15.3 -> 14.4-14.6 cycles a vector (8 x 3 tiles, K a run-time value, before); with
+// K = 8, 19.1 -> 18.6 (docs/profile.md, 2026-11-30, 11:14-).
+inline constexpr size_t short_reduction = 8;
+inline constexpr int short_reduction_rows = 16;
 
 // Calls tile<MR>(m) over the rows [0, M) in blocks of B (4 unless asked: conv_valid asks for 6 where the
 // channels are a multiple of 6, nn_panel one_vector_rows or 8, conv_weight_grad_one_along_pixels 5 or 3
@@ -283,8 +301,8 @@ template <int B = 4, class F>
 // AVX-512, float / double: 32 x 640 x 32 from 87 / 45 to 104 / 53 GFLOP/s, 32 x 576 x 4 from 47 / 21
 // to 74 / 34 (docs/profile.md); a hand-written loop over the full tile alone reaches about 110 / 55.
 // Flattened for the reason given at nn_tiles_by_column.
-template <class Epilogue, Init init, class V, int MR, int NR, class T, class AOff, class BOff, class ARs>
-[[gnu::noinline, gnu::flatten]] void nn_tile_run(const Tile<T, AOff, BOff, ARs>& t, size_t m, size_t n, size_t n_end) {
+template <class Epilogue, Init init, class V, int MR, int NR, class T, class AOff, class BOff, class ARs, class KR>
+[[gnu::noinline, gnu::flatten]] void nn_tile_run(const Tile<T, AOff, BOff, ARs, KR>& t, size_t m, size_t n, size_t n_end) {
     for (; n < n_end; n += NR * lanes<V>)
         nn_tile_with<true, Epilogue, init, V, MR, NR>(moved<init>(t, m, static_cast<ptrdiff_t>(n)));
 }
@@ -293,8 +311,8 @@ template <class Epilogue, Init init, class V, int MR, int NR, class T, class AOf
 // other: the block's K x NR vectors of B stay in L1 while every row block uses them (row blocks first
 // read all of B again for each row block). Flattened: GCC 12 otherwise called the tile out of line
 // where another function used the same tile shape.
-template <class Epilogue, Init init, class V, int MR, int NR, class T, class AOff, class BOff, class ARs>
-[[gnu::noinline, gnu::flatten]] void nn_tiles_by_column(const Tile<T, AOff, BOff, ARs>& t, size_t m_end,
+template <class Epilogue, Init init, class V, int MR, int NR, class T, class AOff, class BOff, class ARs, class KR>
+[[gnu::noinline, gnu::flatten]] void nn_tiles_by_column(const Tile<T, AOff, BOff, ARs, KR>& t, size_t m_end,
                                                         size_t n_end) {
     for (size_t n = 0; n < n_end; n += NR * lanes<V>)
         for (size_t m = 0; m < m_end; m += MR)
@@ -302,8 +320,8 @@ template <class Epilogue, Init init, class V, int MR, int NR, class T, class AOf
 }
 
 // One MR x NV tile at column n of row block m whose last vector holds last_lanes lanes (nn_panel).
-template <class Epilogue, Init init, class V, int MR, int NV, class T, class AOff, class BOff, class ARs>
-[[gnu::noinline, gnu::flatten]] void nn_tile_masked(const Tile<T, AOff, BOff, ARs>& t, size_t m, size_t n,
+template <class Epilogue, Init init, class V, int MR, int NV, class T, class AOff, class BOff, class ARs, class KR>
+[[gnu::noinline, gnu::flatten]] void nn_tile_masked(const Tile<T, AOff, BOff, ARs, KR>& t, size_t m, size_t n,
                                                     size_t last_lanes) {
     nn_tile_with<true, Epilogue, init, V, MR, NV, Columns::all, true>(moved<init>(t, m, static_cast<ptrdiff_t>(n)),
                                                                       nullptr, last_lanes);
@@ -326,17 +344,20 @@ inline constexpr bool masked_tail_tiles = simd::has_masked_lanes<simd::vec<T>>;
 // (LeNet5's Dense layers on a chunk of 16 samples, one AVX-512 vector) held an Intel core with two
 // 512-bit pipes to half its peak. The tile shape does not change a sum: each output adds its products
 // in the order of k.
-template <class Epilogue, Init init, class T, class AOff, class BOff, class ARs>
-inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff, ARs>& t) {
+template <class Epilogue, Init init, class T, class AOff, class BOff, class ARs, class KR>
+inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff, ARs, KR>& t) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
-    constexpr int NR = panel_vectors;
+    // A short reduction known at compile time takes tiles of one vector (see short_reduction_rows)
+    constexpr bool one_vector_tiles = fixed_k<KR> > 0 && fixed_k<KR> <= short_reduction && simd::vector_registers >= 32;
+    constexpr int NR = one_vector_tiles ? 1 : panel_vectors;
+    constexpr int PR = one_vector_tiles ? short_reduction_rows : panel_rows;
     size_t n = 0;
     if constexpr (simd::enabled) {
         const size_t full_tiles_end = N - N % (NR * W), vectors_end = N - N % W;
         if (full_tiles_end > 0) {
-            const size_t rows_end = M - M % panel_rows;
-            if (rows_end > 0) nn_tiles_by_column<Epilogue, init, V, panel_rows, NR>(t, rows_end, full_tiles_end);
+            const size_t rows_end = M - M % PR;
+            if (rows_end > 0) nn_tiles_by_column<Epilogue, init, V, PR, NR>(t, rows_end, full_tiles_end);
             for_row_blocks(M - rows_end, [&]<int MR>(size_t m) {
                 nn_tile_run<Epilogue, init, V, MR, NR>(t, rows_end + m, 0, full_tiles_end);
             });
@@ -356,7 +377,7 @@ inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff, ARs>& t) {
                     (..., [&] {
                         constexpr int NV = R + 1;
                         if ((rest + W - 1) / W != NV) return;
-                        for_row_blocks<panel_rows>(M, [&]<int MR>(size_t m) {
+                        for_row_blocks<PR>(M, [&]<int MR>(size_t m) {
                             nn_tile_masked<Epilogue, init, V, MR, NV>(t, m, full_tiles_end, rest % W);
                         });
                     }());
@@ -396,9 +417,10 @@ inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff, ARs>& t) {
 // start: 0, C, bias[m] or bias[n] according to `init`. With an epilogue, if z is given (row stride ldc) it
 // receives the pre-activation; with NoEpilogue C is the pre-activation and z must be null (asserted; the
 // tiles ignore it). a_rs: an integer, or unit_stride where A's rows are adjacent (see UnitStride).
-template <class Epilogue, Init init, class T, class ARowStride>
-void gemm_nn(size_t M, size_t N, size_t K, const T* a, ARowStride a_rs, ptrdiff_t a_cs, const T* b, size_t ldb,
-             T* c, size_t ldc, std::type_identity_t<const T*> bias = nullptr, std::type_identity_t<T*> z = nullptr) {
+// The reduction k: KRange::all(K) (gemm_nn) or FixedKRange<K> (gemm_nn_fixed_k).
+template <class Epilogue, Init init, class T, class ARowStride, class KR>
+[[gnu::always_inline]] inline void gemm_nn_over(size_t M, size_t N, KR k, const T* a, ARowStride a_rs, ptrdiff_t a_cs,
+                                                const T* b, size_t ldb, T* c, size_t ldc, const T* bias, T* z) {
     static_assert(init != Init::accumulate || std::is_same_v<Epilogue, NoEpilogue>, "accumulation has no epilogue");
     assert((!std::is_same_v<Epilogue, NoEpilogue> || z == nullptr) && "gemm_nn: no pre-activation without an epilogue");
     static_assert(std::is_integral_v<ARowStride> || std::is_same_v<ARowStride, UnitStride>,
@@ -406,10 +428,26 @@ void gemm_nn(size_t M, size_t N, size_t K, const T* a, ARowStride a_rs, ptrdiff_
     // every integer type as ptrdiff_t, so that the tiles are compiled once for all of them
     using RowStride = std::conditional_t<std::is_same_v<ARowStride, UnitStride>, UnitStride, ptrdiff_t>;
     constexpr ptrdiff_t W = simd::width<T>;
-    const Tile<T, Stride, Stride, RowStride> t{KRange::all(K), a, RowStride(a_rs), Stride{a_cs},
-                                               b, Stride{static_cast<ptrdiff_t>(ldb)}, W,
-                                               c, static_cast<ptrdiff_t>(ldc), W, bias, z};
+    const Tile<T, Stride, Stride, RowStride, KR> t{k, a, RowStride(a_rs), Stride{a_cs},
+                                                   b, Stride{static_cast<ptrdiff_t>(ldb)}, W,
+                                                   c, static_cast<ptrdiff_t>(ldc), W, bias, z};
     nn_panel<Epilogue, init>(M, N, t);
+}
+
+template <class Epilogue, Init init, class T, class ARowStride>
+void gemm_nn(size_t M, size_t N, size_t K, const T* a, ARowStride a_rs, ptrdiff_t a_cs, const T* b, size_t ldb,
+             T* c, size_t ldc, std::type_identity_t<const T*> bias = nullptr, std::type_identity_t<T*> z = nullptr) {
+    gemm_nn_over<Epilogue, init>(M, N, KRange::all(K), a, a_rs, a_cs, b, ldb, c, ldc, bias, z);
+}
+
+// gemm_nn with K known at compile time: up to short_reduction, tiles of one vector (nn_panel). The same
+// sums as gemm_nn's, bit for bit. Not from zero: there a sum starts with a multiplication, and in the
+// unrolled sum GCC 12 (-O3) rounded another of its products instead (1 ulp off gemm_nn; tests/test_kernels.cpp).
+template <size_t K, class Epilogue, Init init, class T, class ARowStride>
+void gemm_nn_fixed_k(size_t M, size_t N, const T* a, ARowStride a_rs, ptrdiff_t a_cs, const T* b, size_t ldb, T* c,
+                     size_t ldc, std::type_identity_t<const T*> bias = nullptr, std::type_identity_t<T*> z = nullptr) {
+    static_assert(init != Init::zero, "gemm_nn_fixed_k: a sum from zero is gemm_nn's");
+    gemm_nn_over<Epilogue, init>(M, N, FixedKRange<K>{}, a, a_rs, a_cs, b, ldb, c, ldc, bias, z);
 }
 
 template <class Epilogue, Init init, class T>

@@ -77,8 +77,12 @@ struct Dense {
                     gemm_nn<Act, Init::zero>(1, Out, in_size, x, 0, 1, w, Out, y, Out, nullptr, z);
                 }
             } else {
-                // Y (Out x n) = act(b + W X), W(o, i) = w[i * Out + o]
-                if constexpr (Bias)
+                // Y (Out x n) = act(b + W X), W(o, i) = w[i * Out + o]; a few inputs as a reduction of
+                // fixed length (its own tile shape, see kernels::short_reduction)
+                if constexpr (Bias && in_size <= short_reduction)
+                    gemm_nn_fixed_k<in_size, Act, Init::row_bias>(Out, n, w, unit_stride, Out, x, n, y, n,
+                                                                  p + num_weights, z);
+                else if constexpr (Bias)
                     gemm_nn<Act, Init::row_bias>(Out, n, in_size, w, unit_stride, Out, x, n, y, n, p + num_weights, z);
                 else
                     gemm_nn<Act, Init::zero>(Out, n, in_size, w, unit_stride, Out, x, n, y, n, nullptr, z);
