@@ -267,7 +267,7 @@ inline constexpr int panel_vectors = simd::vector_registers >= 32 ? 3 : 2;
 // short_reduction_rows rows and one vector with 32 vector registers: with so few FMAs per output the
 // tile's stores and epilogue weigh more than its loads. The tiny MLP's first layer, 32 x 560 x 4 with
 // tanh, Zen 4: 15.0-15.3 -> 14.4-14.6 cycles a vector (8 x 3 tiles, K a run-time value, before); with
-// K = 8, 19.1 -> 18.6 (docs/profile.md, 2026-11-30, 11:14-).
+// K = 8, both at compile time, 8 x 3 -> 16 x 1: 19.1 -> 18.6 (docs/profile.md, 2026-11-30, 11:14-).
 inline constexpr size_t short_reduction = 8;
 inline constexpr int short_reduction_rows = 16;
 
