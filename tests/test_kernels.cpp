@@ -45,23 +45,38 @@ const std::vector<std::size_t> gemm_nn_rows = {1, 3, 7, 17, 29, 33, 70};
 // neither write past a row's N columns nor let what lies there into the sums. Past N: NaN in B and in a
 // column bias (a lane that read them would turn NaN), a finite sentinel in C (a masked load and store
 // one lane too wide would change it, where a NaN written over a NaN would not show), another in z.
+template <class T>
+constexpr T c_sentinel = T(12345);
+
+// A (M x K), B (K x ld), a bias and C's start (M x ld) for gemm_nn with rows of ld = N + pad, the pads as above.
+template <Init init, class T>
+struct GemmNNOperands {
+    std::vector<T> a, b, bias, c_start;
+    GemmNNOperands(std::size_t M, std::size_t N, std::size_t K, std::size_t pad)
+        : a(test::random_vector<T>(M * K, M * 100 + K)),
+          b(test::random_vector<T>(K * (N + pad), N * 7 + K + pad)),
+          bias(test::random_vector<T>(std::max(M, N) + pad, M + N)),
+          c_start(test::random_vector<T>(M * (N + pad), 5)) {
+        const std::size_t ld = N + pad;
+        const T nan = std::numeric_limits<T>::quiet_NaN();
+        for (std::size_t k = 0; k < K; ++k) std::fill_n(b.begin() + k * ld + N, pad, nan);
+        if constexpr (init == Init::col_bias) std::fill_n(bias.begin() + N, pad, nan);
+        for (std::size_t i = 0; i < M; ++i) std::fill_n(c_start.begin() + i * ld + N, pad, c_sentinel<T>);
+    }
+};
+
 template <class Act, Init init, class T>
 void check_gemm_nn(bool transposed_a, bool with_z, const std::vector<std::size_t>& rows = gemm_nn_rows,
                    const std::vector<std::size_t>& depths = {1, 5, 19}, const std::vector<std::size_t>& pads = {0}) {
-    const T nan = std::numeric_limits<T>::quiet_NaN(), c_sentinel = T(12345), z_sentinel = T(7);
+    const T z_sentinel = T(7);
     const double tolerance = sizeof(T) == 4 ? 2e-5 : 1e-12;
     for (std::size_t M : rows)
         for (std::size_t N : gemm_nn_columns)
             for (std::size_t K : depths)
                 for (std::size_t pad : pads) {
                     const std::size_t ld = N + pad;
-                    const auto a = test::random_vector<T>(M * K, M * 100 + K);
-                    auto b = test::random_vector<T>(K * ld, N * 7 + K + pad);
-                    auto bias = test::random_vector<T>(std::max(M, N) + pad, M + N);
-                    for (std::size_t k = 0; k < K; ++k) std::fill_n(b.begin() + k * ld + N, pad, nan);
-                    if constexpr (init == Init::col_bias) std::fill_n(bias.begin() + N, pad, nan);
-                    auto c_start = test::random_vector<T>(M * ld, 5);
-                    for (std::size_t i = 0; i < M; ++i) std::fill_n(c_start.begin() + i * ld + N, pad, c_sentinel);
+                    const GemmNNOperands<init, T> op(M, N, K, pad);
+                    const auto& [a, b, bias, c_start] = op;
                     const ptrdiff_t rs = transposed_a ? 1 : static_cast<ptrdiff_t>(K);
                     const ptrdiff_t cs = transposed_a ? static_cast<ptrdiff_t>(M) : 1;
                     auto c1 = c_start, c2 = c_start;
@@ -75,7 +90,7 @@ void check_gemm_nn(bool transposed_a, bool with_z, const std::vector<std::size_t
                     if (with_z) REQUIRE(test::max_rel_diff(z1, z2) < tolerance);
                     for (std::size_t i = 0; i < M; ++i)
                         for (std::size_t j = N; j < ld; ++j) {
-                            REQUIRE(c1[i * ld + j] == c_sentinel);
+                            REQUIRE(c1[i * ld + j] == c_sentinel<T>);
                             REQUIRE(z1[i * ld + j] == z_sentinel);
                         }
                     if (transposed_a) {
@@ -111,8 +126,9 @@ TEMPLATE_TEST_CASE("gemm_nn leaves the memory past each row's N columns alone", 
 
 // gemm_nn_fixed_k: K known at compile time, and up to short_reduction its own tiles of one vector. Each
 // output still adds its products in the order of k, so the bits are gemm_nn's, over every row and column
-// rest, with and without the pre-activation, past-N memory untouched (pads of 13 hold NaN in B and a
-// column bias). (From zero, which it refuses, GCC 12 at -O3 rounded another product: 1 ulp off.)
+// rest, with and without the pre-activation, past-N memory untouched (pads of 13: NaN in B and a
+// column bias, the sentinel in C, left as it was). (From zero, which it refuses, GCC 12 at -O3 rounded
+// another product: 1 ulp off.)
 template <std::size_t K, class Act, Init init, class T>
 void check_gemm_nn_fixed_k(bool with_z) {
     const double tolerance = sizeof(T) == 4 ? 2e-5 : 1e-12;
@@ -120,13 +136,8 @@ void check_gemm_nn_fixed_k(bool with_z) {
         for (std::size_t N : gemm_nn_columns)
             for (std::size_t pad : {0, 13}) {
                 const std::size_t ld = N + pad;
-                const auto a = test::random_vector<T>(M * K, M * 100 + K);
-                auto b = test::random_vector<T>(K * ld, N * 7 + K + pad);
-                for (std::size_t k = 0; k < K; ++k)
-                    std::fill_n(b.begin() + k * ld + N, pad, std::numeric_limits<T>::quiet_NaN());
-                auto bias = test::random_vector<T>(std::max(M, N) + pad, M + N);
-                if constexpr (init == Init::col_bias) std::fill_n(bias.begin() + N, pad, std::numeric_limits<T>::quiet_NaN());
-                const auto c_start = test::random_vector<T>(M * ld, 5);
+                const GemmNNOperands<init, T> op(M, N, K, pad);
+                const auto& [a, b, bias, c_start] = op;
                 auto c1 = c_start, c2 = c_start, c3 = c_start;
                 std::vector<T> z1(M * ld, T(7)), z2 = z1, z3 = z1;
                 const ptrdiff_t cs = static_cast<ptrdiff_t>(M);
@@ -139,6 +150,8 @@ void check_gemm_nn_fixed_k(bool with_z) {
                 INFO("M=" << M << " N=" << N << " K=" << K << " pad=" << pad);
                 REQUIRE(c2 == c1);
                 REQUIRE(z2 == z1);
+                for (std::size_t i = 0; i < M; ++i)
+                    for (std::size_t j = N; j < ld; ++j) REQUIRE(c2[i * ld + j] == c_sentinel<T>);
                 REQUIRE(test::max_rel_diff(c2, c3) < tolerance);
             }
 }
@@ -465,12 +478,12 @@ TEMPLATE_TEST_CASE("outer_product matches its scalar twin, adding and writing", 
         }
 }
 
-TEST_CASE("gather_transpose: the blocked float path equals its scalar twin on odd sizes, with and without an index", "[kernel]") {
+TEST_CASE("gather_transpose: the blocked and few-feature float paths equal their scalar twin on odd sizes, with and without an index", "[kernel]") {
     // F and n around the 16 x 16 blocks of the AVX-512 path and the 8 x 8 blocks of the AVX2 one (every
     // size runs the scalar loop elsewhere): whole blocks, feature tails, sample tails, fewer than a block
-    // of either, and LeNet5's 784 pixels.
-    for (const std::size_t F : {1u, 5u, 8u, 9u, 15u, 16u, 17u, 35u, 48u, 784u})
-        for (const std::size_t n : {1u, 7u, 8u, 9u, 15u, 16u, 17u, 33u, 48u}) {
+    // of either, and LeNet5's 784 pixels; F = 2 and 4, the AVX-512 few-feature path's 16-sample blocks.
+    for (const std::size_t F : {1u, 2u, 3u, 4u, 5u, 8u, 9u, 15u, 16u, 17u, 35u, 48u, 784u})
+        for (const std::size_t n : {1u, 7u, 8u, 9u, 15u, 16u, 17u, 33u, 47u, 48u}) {
             const std::size_t rows = n + 5;
             const auto x = test::random_vector<float>(F * rows, F + n);
             std::vector<std::uint32_t> idx(n);

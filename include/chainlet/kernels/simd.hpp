@@ -336,8 +336,8 @@ inline constexpr bool tanh_from_table = false;
 // ulp of std::tanh after it (5.2 over every third float of [0, 12]). x is clamped to +-8, where tanh is
 // 1 - 2.3e-7 (4 ulp below 1): with a clamp at 8.1 or beyond, rounding took the result above 1; |tanh| <=
 // 1 is kept. P is monic, so its first Horner step is an addition. Per vector: 9 multiplies or FMAs, one
-// addition, one division: 11 FMA-pipe cycles on Zen 4, against 19 for Eigen's 13/6 approximation with a
-// Newton-refined reciprocal estimate (docs/profile.md).
+// addition, one division: 12.0-12.8 cycles a vector in a streaming loop on Zen 4, against 19.3 for Eigen's
+// 13/6 approximation with a Newton-refined reciprocal estimate (docs/profile.md, 2026-11-25).
 template <class V>
 inline V tanh_rational(V x) {
     // The clamp's bound first: x86's min and max return their second operand when one is NaN, so a NaN x
@@ -362,9 +362,10 @@ inline V tanh_rational(V x) {
 // round(2 |x|) in the low bits of the sum: the table index without a conversion. Within 2.9 ulp of
 // std::tanh (tests/test_activations.cpp); tanh(0) is 0, +-inf gives exactly +-1 (a = 15.5 gives tanh a =
 // 1, and then the quotient is exactly 1), NaN stays NaN (through b).
-// Cost per 16 lanes: 6 multiplies or FMAs and a division (about 2 FMA-pipe cycles on Zen 4), the
-// additions, logic and permute beside them on their own pipes: 8 FMA-pipe cycles against the rational's
-// 11, and 10.1 against 11.7 cycles a vector in a streaming loop (docs/profile.md, 2026-11-30, 07:50-).
+// Cost per 16 lanes: 6 multiplies or FMAs and a division, the additions, logic and permute beside them
+// on their own pipes. Measured on Zen 4 in a streaming loop: 10.1 cycles a vector against the rational's
+// 11.7 (docs/profile.md, 2026-11-30, 07:50-); the division is about 4 of them (a chain of 10 FMAs takes
+// 9.9 cycles a vector, 13.9 with a division; 2026-11-25), which no table form undercut (2026-11-30, 11:14-).
 // Elsewhere in float, tanh_rational. In double, the accurate library tanh, since double is what the
 // gradient checks and scientific users run.
 template <class V>
