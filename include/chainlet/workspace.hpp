@@ -219,9 +219,7 @@ public:
                 xc = x.chunk(Net::in_size, s0, idx, m, s.x);
                 if (m > 1) kernels::gather_transpose(y_rows, tps, idx, m, chunk_targets);
             } else {
-                // zeroed only for GCC 12, which does not see padded_chunk fill it (-Wmaybe-uninitialized
-                // where the targets' gather is a call); one padded chunk a batch at most
-                std::uint32_t rows[chunk] = {};
+                std::uint32_t rows[chunk];
                 xc = x.padded_chunk(Net::in_size, s0, idx, m, mp, rows, s.x);
                 kernels::gather_transpose(y_rows, tps, rows, m, chunk_targets);
             }

@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <type_traits>
 
@@ -252,60 +251,6 @@ inline void transpose_16x16(const float* const* rows, float* out, size_t ld) {
 // The float block transpose of this instruction set (gather_transpose_blocked below).
 inline constexpr size_t transpose_block = 16;
 inline void transpose_block_of(const float* const* rows, float* out, size_t ld) { transpose_16x16(rows, out, ld); }
-
-// Samples s .. s + 16 / F - 1 (rows index[s ..] with an index) of F = 2 or 4 features in one vector,
-// sample-major: one load without an index, one 64- or 128-bit load per row with one.
-template <size_t F>
-__m512 few_feature_rows(const float* src, const std::uint32_t* index, size_t s) {
-    if (!index) return _mm512_loadu_ps(src + s * F);
-    const auto row = [&](size_t i) { return src + static_cast<size_t>(index[s + i]) * F; };
-    if constexpr (F == 4) {
-        __m512 a = _mm512_castps128_ps512(_mm_loadu_ps(row(0)));
-        a = _mm512_insertf32x4(a, _mm_loadu_ps(row(1)), 1);
-        a = _mm512_insertf32x4(a, _mm_loadu_ps(row(2)), 2);
-        return _mm512_insertf32x4(a, _mm_loadu_ps(row(3)), 3);
-    } else {
-        const auto pair = [&](size_t i) {
-            double v;
-            std::memcpy(&v, row(i), sizeof v);
-            return v;
-        };
-        return _mm512_castpd_ps(_mm512_setr_pd(pair(0), pair(1), pair(2), pair(3), pair(4), pair(5), pair(6), pair(7)));
-    }
-}
-
-// gather_transpose of floats with F = 2 or 4 features, in blocks of 16 samples: the block's F vectors
-// of sample-major rows become F feature vectors through two-source permutes (F = 4: features 0, 1 and
-// 2, 3 of 8 samples per permute, then the 256-bit halves of two of those: 2 shuffles per vector out,
-// F = 2: 1); the plain loop does the samples left over. 10,000 samples of 4 inputs and 4 targets, 560 a chunk:
-// 7.6 -> 5.5 µs, 23 -> 14 µs with an index (Zen 4); the loads from L2 bound it after that.
-template <size_t F>
-void gather_transpose_few(const float* src, const std::uint32_t* index, size_t n, float* dst) {
-    static_assert(F == 2 || F == 4, "gather_transpose_few: 2 or 4 features");
-    const size_t blocked = n - n % 16;
-    for (size_t s0 = 0; s0 < blocked; s0 += 16) {
-        if constexpr (F == 4) {
-            const __m512i f01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
-            const __m512i f23 = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
-            const __m512 a0 = few_feature_rows<4>(src, index, s0), a1 = few_feature_rows<4>(src, index, s0 + 4);
-            const __m512 a2 = few_feature_rows<4>(src, index, s0 + 8), a3 = few_feature_rows<4>(src, index, s0 + 12);
-            // c01: feature 0 of samples 0-7, then feature 1; c23 features 2, 3; d.. the same of samples 8-15
-            const __m512 c01 = _mm512_permutex2var_ps(a0, f01, a1), c23 = _mm512_permutex2var_ps(a0, f23, a1);
-            const __m512 d01 = _mm512_permutex2var_ps(a2, f01, a3), d23 = _mm512_permutex2var_ps(a2, f23, a3);
-            _mm512_storeu_ps(dst + s0, _mm512_shuffle_f32x4(c01, d01, 0x44));
-            _mm512_storeu_ps(dst + n + s0, _mm512_shuffle_f32x4(c01, d01, 0xEE));
-            _mm512_storeu_ps(dst + 2 * n + s0, _mm512_shuffle_f32x4(c23, d23, 0x44));
-            _mm512_storeu_ps(dst + 3 * n + s0, _mm512_shuffle_f32x4(c23, d23, 0xEE));
-        } else {
-            const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-            const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-            const __m512 a0 = few_feature_rows<2>(src, index, s0), a1 = few_feature_rows<2>(src, index, s0 + 8);
-            _mm512_storeu_ps(dst + s0, _mm512_permutex2var_ps(a0, even, a1));
-            _mm512_storeu_ps(dst + n + s0, _mm512_permutex2var_ps(a0, odd, a1));
-        }
-    }
-    gather_transpose_part(src, F, index, n, dst, std::identity{}, blocked, n, 0);
-}
 }  // namespace detail
 #elif !defined(CHAINLET_SCALAR) && defined(__AVX__)
 namespace detail {
@@ -373,18 +318,12 @@ inline void transpose_strip(const float* const* rows, size_t length, float* out,
 // The same without a conversion. Floats with at least one block of features (LeNet5's 784 pixels)
 // take detail::gather_transpose_blocked: with AVX-512, 3.6x faster than the loop above on 10,000
 // images (7.4 -> 2.0 ms), whose strided stores were 11 % of an inference pass; with AVX2's 8 x 8
-// blocks on Zen 3, 2.4x (7.9-8.2 -> 3.4 ms, docs/profile.md). With AVX-512, floats of 2 or 4 features
-// (the tiny MLP's inputs and targets) take detail::gather_transpose_few. That loop is the twin of both.
+// blocks on Zen 3, 2.4x (7.9-8.2 -> 3.4 ms, docs/profile.md). That loop is its scalar twin.
 template <class S, class D>
 void gather_transpose(const S* src, size_t F, const std::uint32_t* index, size_t n, D* dst) {
 #if !defined(CHAINLET_SCALAR) && defined(__AVX__)
-    if constexpr (std::is_same_v<S, float> && std::is_same_v<D, float>) {
+    if constexpr (std::is_same_v<S, float> && std::is_same_v<D, float>)
         if (F >= detail::transpose_block) return detail::gather_transpose_blocked(src, F, index, n, dst);
-#if defined(__AVX512F__)
-        if (F == 4) return detail::gather_transpose_few<4>(src, index, n, dst);
-        if (F == 2) return detail::gather_transpose_few<2>(src, index, n, dst);
-#endif
-    }
 #endif
     gather_transpose(src, F, index, n, dst, [](S v) { return static_cast<D>(v); });
 }
