@@ -336,8 +336,9 @@ inline constexpr bool tanh_from_table = false;
 // ulp of std::tanh after it (5.2 over every third float of [0, 12]). x is clamped to +-8, where tanh is
 // 1 - 2.3e-7 (4 ulp below 1): with a clamp at 8.1 or beyond, rounding took the result above 1; |tanh| <=
 // 1 is kept. P is monic, so its first Horner step is an addition. Per vector: 9 multiplies or FMAs, one
-// addition, one division: 12.0-12.8 cycles a vector in a streaming loop on Zen 4, against 19.3 for Eigen's
-// 13/6 approximation with a Newton-refined reciprocal estimate (docs/profile.md, 2026-11-25).
+// addition, one division: 12.0-12.8 cycles a vector in a streaming loop on Zen 4 (11.7 in a later
+// session's loop, beside the table tanh below), against 19.3 for Eigen's 13/6 approximation with a
+// Newton-refined reciprocal estimate (docs/profile.md, 2026-11-25 and 2026-11-30).
 template <class V>
 inline V tanh_rational(V x) {
     // The clamp's bound first: x86's min and max return their second operand when one is NaN, so a NaN x
