@@ -117,13 +117,15 @@ public:
         for (auto v : detail::ChainBuffers<Net, T>::per_sample) s += v;
         return s;
     }();
-    // Samples per chunk: about 384 KiB of activations (well inside a 1 MiB L2 cache), between 16 and
-    // 1024; a multiple of 64 (4 float vectors of AVX-512, the width of a full register tile along the
-    // samples) where 64 fit, else of 16. Measured (docs/profile.md): the tiny MLP runs ~7 % faster with
-    // 512-sample chunks (576 since saved and scratch replaced aux in bytes_per_sample) than with 368 (a 256 KiB budget rounded to 16, whose tiles ended in single
-    // vectors); LeNet5 (91 KB per sample) stays at 16, as 32 or 64 were no faster.
+    // Samples per chunk: about 512 KiB of activations (half a 1 MiB L2 cache), between 16 and 1024; a
+    // multiple of 64 (4 float vectors of AVX-512, the width of a full register tile along the samples)
+    // where 64 fit, else of 16. Fewer, longer chunks pay fewer of the kernels' per-call costs (gemm_nt's
+    // horizontal sums, tile set-up) while the chunk stays in L2. Measured (docs/profile.md): the tiny MLP
+    // ran ~7 % faster with 512-sample chunks than with 368 (a 256 KiB budget); from 384 to 512 KiB (576 ->
+    // 768 samples, 10,000 as 14 chunks of 720 instead of 18 of 560) its step took about 1 % less on 1 and
+    // 2 threads (2026-11-30, 18:45-). LeNet5 (83 KB per sample) stays at 16, as 32 or 64 were no faster.
     static constexpr std::size_t chunk = [] {
-        const std::size_t fit = 384 * 1024 / bytes_per_sample;
+        const std::size_t fit = 512 * 1024 / bytes_per_sample;
         return fit >= 64 ? std::min<std::size_t>(fit / 64 * 64, 1024) : std::max<std::size_t>(fit / 16 * 16, 16);
     }();
     // A batch's chunks are split into at most this many groups of consecutive chunks; each group is
@@ -165,12 +167,13 @@ public:
     }
     // Samples per chunk in a batch of n: the fewest chunks of at most `chunk` samples, made equal up to a
     // multiple of 16 (one AVX-512 float vector), so that threads taking whole chunks get equal work.
-    // 10,000 samples of the tiny MLP were 17 chunks of 576 and one of 208: 5,184 and 4,816 samples on 2
-    // threads; balanced, 17 of 560 and one of 480, 5,040 and 4,960 (docs/profile.md has the timings).
+    // With chunks of 576, 10,000 samples of the tiny MLP were 17 chunks of 576 and one of 208: 5,184 and
+    // 4,816 samples on 2 threads; balanced, 17 of 560 and one of 480, 5,040 and 4,960 (docs/profile.md has
+    // the timings; with chunks of 768 they are 13 of 720 and one of 640, again 5,040 and 4,960).
     // No chunk is empty: (chunks - 1) size <= (chunks - 1) chunk < n <= chunks size. The sizes are
-    // multiples of 16, not of 64 (560 ends in three single-vector tiles): the tiny MLP's step on 1 thread
-    // took the same time with 560 as with 576. A batch of one chunk pays no division here: the
-    // one-sample call takes about 800 cycles in all.
+    // multiples of 16, not of 64: the tiny MLP's step on 1 thread took the same time with 560 (three
+    // single-vector tiles at the end of a row) as with 576. A batch of one chunk pays no division here:
+    // the one-sample call takes about 800 cycles in all.
     static std::size_t num_chunks(std::size_t n) { return (n + chunk - 1) / chunk; }
     static std::size_t chunk_size(std::size_t n) {
         const std::size_t chunks = num_chunks(n);
