@@ -117,15 +117,19 @@ public:
         for (auto v : detail::ChainBuffers<Net, T>::per_sample) s += v;
         return s;
     }();
-    // Samples per chunk: about 512 KiB of activations (half a 1 MiB L2 cache), between 16 and 1024; a
-    // multiple of 64 (4 float vectors of AVX-512, the width of a full register tile along the samples)
-    // where 64 fit, else of 16. Fewer, longer chunks pay fewer of the kernels' per-call costs (gemm_nt's
-    // horizontal sums, tile set-up) while the chunk stays in L2. Measured (docs/profile.md): the tiny MLP
-    // ran ~7 % faster with 512-sample chunks than with 368 (a 256 KiB budget); from 384 to 512 KiB (576 ->
-    // 768 samples, 10,000 as 14 chunks of 720 instead of 18 of 560) its step took about 1 % less on 1 and
-    // 2 threads (2026-11-30, 18:45-). LeNet5 (83 KB per sample) stays at 16, as 32 or 64 were no faster.
+    // Samples per chunk: about chunk_bytes of activations, between 16 and 1024; a multiple of 64 (4 float
+    // vectors of AVX-512, the width of a full register tile along the samples) where 64 fit, else of 16.
+    // Fewer, longer chunks pay fewer of the kernels' per-call costs (gemm_nt's horizontal sums, tile
+    // set-up) while the chunk stays in L2. Measured (docs/profile.md): the tiny MLP ran ~7 % faster with
+    // 512-sample chunks than with 368 (a 256 KiB budget); from 384 to 512 KiB (576 -> 768 samples, 10,000
+    // as 14 chunks of 720 instead of 18 of 560) its step took about 1 % less on 1 and 2 threads (Zen 4,
+    // 2026-11-30, 18:45-). LeNet5 (83 KB per sample) stays at 16, as 32 or 64 were no faster.
+    // 512 KiB (half a 1 MiB L2) where vectors are 512 bits: the AVX-512 cores of this machine kind have 1
+    // MiB (Zen 4, where it was measured) to 2 MiB (Intel Xeons) of L2 per core. An AVX2 build keeps 384
+    // KiB: a Zen 3 has 512 KiB of L2, which 512 KiB of activations would fill, and it was not measured.
+    static constexpr std::size_t chunk_bytes = simd::width<float> * sizeof(float) == 64 ? 512 * 1024 : 384 * 1024;
     static constexpr std::size_t chunk = [] {
-        const std::size_t fit = 512 * 1024 / bytes_per_sample;
+        const std::size_t fit = chunk_bytes / bytes_per_sample;
         return fit >= 64 ? std::min<std::size_t>(fit / 64 * 64, 1024) : std::max<std::size_t>(fit / 16 * 16, 16);
     }();
     // A batch's chunks are split into at most this many groups of consecutive chunks; each group is
