@@ -18,7 +18,9 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#endif
 #include <xsimd/xsimd.hpp>
 #pragma GCC diagnostic pop
 #endif
@@ -215,35 +217,38 @@ inline V pinned(V v) {
     if constexpr (is_vector<V>) return vector_call;    \
     else return scalar_call
 #endif
-// c - a b in one rounding, by the FMA instruction of V's register. xsimd 8.1 writes its AVX-512 fnma
-// as -a * b + c, which GCC 12 fuses only when it optimises at -O2 or more (the sanitizer build, -O1,
-// rounded twice, unlike the scalar std::fma), and at -O2 it kept -a as a subtraction from zero: one
-// more instruction, and a second load of a when a came from memory (the tanh pullback).
-// simd::fma stays xsimd's a * b + c (fused at -O2 and above, twice rounded in the -O1 sanitizer build):
-// the same dispatch for it made the tiny MLP's Dense pullbacks 1-2 % slower (205 -> 209 us per step
-// for Dense<16, tanh>), apparently by changing how GCC 12 folds the broadcasts of A into the FMAs.
+// a b + c and c - a b in one rounding, by the FMA instruction of V's register. xsimd 8.1 writes the
+// AVX-512 and SSE forms as a * b + c and -a * b + c and leaves the fusing to the compiler, which fuses or
+// not by its tuning: GCC 12 with -march=znver1..3 (which avoids chains of FMAs) rounded some products
+// twice that -march=haswell fused, so two routes of the same sum gave other bits on those CPUs. With
+// the instruction written out, every vector width and the scalar std::fma round once on every CPU.
 #ifndef CHAINLET_SCALAR
-template <class V>
-inline V fnma_instruction(V a, V b, V c) {
+template <bool negate, class V>
+inline V fma_instruction(V a, V b, V c) {
     constexpr bool f = std::is_same_v<scalar_t<V>, float>;
     constexpr std::size_t bytes = sizeof(V);  // of the register: xsimd batches hold only that
 #ifdef __AVX512F__
-    if constexpr (bytes == 64 && f) return _mm512_fnmadd_ps(a, b, c);
-    if constexpr (bytes == 64 && !f) return _mm512_fnmadd_pd(a, b, c);
+    if constexpr (bytes == 64 && f) return negate ? _mm512_fnmadd_ps(a, b, c) : _mm512_fmadd_ps(a, b, c);
+    if constexpr (bytes == 64 && !f) return negate ? _mm512_fnmadd_pd(a, b, c) : _mm512_fmadd_pd(a, b, c);
 #endif
 #ifdef __FMA__
-    if constexpr (bytes == 32 && f) return _mm256_fnmadd_ps(a, b, c);
-    if constexpr (bytes == 32 && !f) return _mm256_fnmadd_pd(a, b, c);
-    if constexpr (bytes == 16 && f) return _mm_fnmadd_ps(a, b, c);
-    if constexpr (bytes == 16 && !f) return _mm_fnmadd_pd(a, b, c);
+    if constexpr (bytes == 32 && f) return negate ? _mm256_fnmadd_ps(a, b, c) : _mm256_fmadd_ps(a, b, c);
+    if constexpr (bytes == 32 && !f) return negate ? _mm256_fnmadd_pd(a, b, c) : _mm256_fmadd_pd(a, b, c);
+    if constexpr (bytes == 16 && f) return negate ? _mm_fnmadd_ps(a, b, c) : _mm_fmadd_ps(a, b, c);
+    if constexpr (bytes == 16 && !f) return negate ? _mm_fnmadd_pd(a, b, c) : _mm_fmadd_pd(a, b, c);
 #endif
-    return xsimd::fnma(a, b, c);  // no FMA instruction: xsimd's form
+#if defined(__aarch64__)
+    if constexpr (bytes == 16 && f) return negate ? vfmsq_f32(c, a, b) : vfmaq_f32(c, a, b);
+    if constexpr (bytes == 16 && !f) return negate ? vfmsq_f64(c, a, b) : vfmaq_f64(c, a, b);
+#endif
+    if constexpr (negate) return xsimd::fnma(a, b, c);
+    else return xsimd::fma(a, b, c);
 }
 #endif
 template <class V>
-inline V fma(V a, V b, V c) { CHAINLET_SIMD_OR_STD(xsimd::fma(a, b, c), std::fma(a, b, c)); }
+inline V fma(V a, V b, V c) { CHAINLET_SIMD_OR_STD(fma_instruction<false>(a, b, c), std::fma(a, b, c)); }
 template <class V>
-inline V fnma(V a, V b, V c) { CHAINLET_SIMD_OR_STD(fnma_instruction(a, b, c), std::fma(-a, b, c)); }
+inline V fnma(V a, V b, V c) { CHAINLET_SIMD_OR_STD(fma_instruction<true>(a, b, c), std::fma(-a, b, c)); }
 template <class V, class M>
 inline V select(M m, V a, V b) { CHAINLET_SIMD_OR_STD(xsimd::select(m, a, b), m ? a : b); }
 template <class V>
