@@ -18,9 +18,10 @@ shift 2
 scripts/install-deps.sh --fuzz > /dev/null
 cxx=${CXX_FUZZ:-clang++}
 mkdir -p build-fuzz/"$name"-corpus build-fuzz/"$name"-artifacts
-# The library sources are compiled once per target with the fuzzer's instrumentation.
+# The library sources are compiled once per target with the fuzzer's instrumentation; with
+# CHAINLET_IMPLICIT_KERNELS the fuzzer instantiates the kernels it uses itself (kernel_instances.hpp).
 "$cxx" -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wno-unknown-warning-option \
-  -Iinclude \
+  -Iinclude -DCHAINLET_IMPLICIT_KERNELS \
   fuzz/"$name".cpp src/*.cpp -lz -o build-fuzz/"$name"
 seeds=fuzz/corpus/$name
 [[ -d $seeds ]] || seeds=

@@ -387,16 +387,17 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
         // f_s = sum(w_s .* y_s). With independent samples, d f / d x[j, s] = d f_s / d x[j, s]: feature j
         // moves in every sample at once and one pair of forward passes gives all n of them (n times fewer
         // passes; each difference also leaves out the other samples' rounding). Otherwise one entry at a time.
-        auto sample_sums = [&](const std::vector<double>& pp, const std::vector<double>& xx) {
-            std::vector<double> yy(B::out_size * n), ss(B::saved_per_sample * n + 1), sums(n, 0.0);
+        std::vector<double> yy(B::out_size * n), ss(B::saved_per_sample * n + 1), up(n), down(n);
+        auto sample_sums = [&](const std::vector<double>& pp, const std::vector<double>& xx, std::vector<double>& sums) {
             detail::layer_forward<B>(pp.data(), xx.data(), yy.data(), ss.data(), n, o.pass);
+            std::fill(sums.begin(), sums.end(), 0.0);
             for (std::size_t i = 0; i < B::out_size; ++i)
                 for (std::size_t s = 0; s < n; ++s) sums[s] += w[i * n + s] * yy[i * n + s];
-            return sums;
         };
         auto f = [&](const std::vector<double>& pp, const std::vector<double>& xx) {
+            sample_sums(pp, xx, up);
             double total = 0;
-            for (double e : sample_sums(pp, xx)) total += e;
+            for (double e : up) total += e;
             return total;
         };
         auto fd_error = [&](std::vector<double> v, const std::vector<double>& grad, bool params) {
@@ -404,9 +405,9 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
             if (!params && independent) {
                 for (std::size_t j = 0; j < B::in_size; ++j) {
                     for (std::size_t s = 0; s < n; ++s) v[j * n + s] = x[j * n + s] + o.step;
-                    const auto up = sample_sums(p, v);
+                    sample_sums(p, v, up);
                     for (std::size_t s = 0; s < n; ++s) v[j * n + s] = x[j * n + s] - o.step;
-                    const auto down = sample_sums(p, v);
+                    sample_sums(p, v, down);
                     for (std::size_t s = 0; s < n; ++s) {
                         v[j * n + s] = x[j * n + s];
                         fd[j * n + s] = (up[s] - down[s]) / (2 * o.step);

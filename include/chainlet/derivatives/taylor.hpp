@@ -1,5 +1,5 @@
 // Input derivatives of a network in one forward pass, and the pullback of a loss of them to the
-// parameters (physics-informed training, issue 14). No tape: every layer's rule is written out.
+// parameters (physics-informed training). No tape: every layer's rule is written out.
 //
 // For a chunk of n samples the pass carries C = 1 + D + K columns per feature (feature-major,
 // element [f][c][s] at f * C n + c n + s, so one matrix product moves all columns of a layer):
@@ -48,6 +48,7 @@
 #include "chainlet/chain.hpp"
 #include "chainlet/containers/parallel.hpp"
 #include "chainlet/containers/residual.hpp"
+#include "chainlet/kernel_instances.hpp"
 #include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/kernels/gemm.hpp"
 #include "chainlet/kernels/vector_loop.hpp"

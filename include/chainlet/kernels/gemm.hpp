@@ -345,7 +345,7 @@ inline constexpr bool masked_tail_tiles = simd::has_masked_lanes<simd::vec<T>>;
 // 512-bit pipes to half its peak. The tile shape does not change a sum: each output adds its products
 // in the order of k.
 template <class Epilogue, Init init, class T, class AOff, class BOff, class ARs, class KR>
-inline void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff, ARs, KR>& t) {
+void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff, ARs, KR>& t) {
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
     // A short reduction known at compile time takes tiles of one vector (see short_reduction_rows)

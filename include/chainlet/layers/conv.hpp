@@ -28,6 +28,7 @@
 
 #include "chainlet/activations.hpp"
 #include "chainlet/init.hpp"
+#include "chainlet/kernel_instances.hpp"
 #include "chainlet/kernels/conv.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
@@ -190,7 +191,7 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
         // the output pixels of a row instead, which one input channel makes contiguous in xp. Blocks of up
         // to 64 pixels of a row are the product (OC x pixels) = act(b + W^T B), B(k, ox) = xp[(oy * XW + ox)
         // + patch[k]], into a small tile that is then transposed into y (and z). The same sums, in the
-        // same order of k, as forward_one's other route (LeNet5's first convolution: 10.5 -> 3.1 us).
+        // same order of k, as forward_one's other route.
         template <class T>
         static void forward_one_along_pixels(const T* p, const T* xp, T* y, T* z) {
             using namespace kernels;
@@ -241,37 +242,41 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
         static void pullback_from_rows(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
                                        std::size_t n, Rows&& rows, std::size_t row_block) {
             using namespace kernels;
-            const std::size_t band = conv_band_rows<T>(forward_shape, n);
+            // bands need their weight-gradient sums to fit the carried state (conv_band_rows): known here
+            // at compile time, so that the banded route is not compiled for a layer that cannot take it
+            constexpr bool bands_fit = K * OC <= conv_band_state && OC <= conv_band_channels;
+            const std::size_t band = bands_fit ? conv_band_rows<T>(forward_shape, n) : 0;
             if (dx || band == 0 || along_channels<T>) {
                 rows(std::size_t{0}, OH, dy);
                 return pullback(p, g, x, y, saved, scratch, dy, dx, n);
             }
-            // Bands of whole row blocks. scratch holds DH * DW * OC * n values, more than a band of at most
-            // OH * OW * OC * n.
-            const std::size_t height = std::max(row_block, band / row_block * row_block);
-            const T* xp = same ? saved : x;
-            const T* act_s = Act::derivative_from_output ? y : saved + xp_size * n;
-            conv_activation_parameter_grads_banded<Act>(forward_shape, xp, act_s, n, g, g + num_weights, height,
-                                                        [&](std::size_t r0, std::size_t r1) {
-                                                            rows(r0, r1, scratch);
-                                                            return scratch;
-                                                        });
+            if constexpr (bands_fit) {
+                // Bands of whole row blocks. scratch holds DH * DW * OC * n values, more than a band of at
+                // most OH * OW * OC * n.
+                const std::size_t height = std::max(row_block, band / row_block * row_block);
+                const T* xp = same ? saved : x;
+                const T* act_s = Act::derivative_from_output ? y : saved + xp_size * n;
+                conv_activation_parameter_grads_banded<Act>(forward_shape, xp, act_s, n, g, g + num_weights, height,
+                                                            [&](std::size_t r0, std::size_t r1) {
+                                                                rows(r0, r1, scratch);
+                                                                return scratch;
+                                                            });
+            }
         }
 
         // One sample, vectors along the channels as in forward_one (the chunk route's run along the samples):
         // dz = act'(s) dy in place; db += dz's column sums; per kernel row ky, the weight rows of ky (KW * C
         // of them, contiguous in the patch) += A^T dz with A(p, kx * C + c) = xp[pixel_offsets[p] +
         // (ky * XW + kx) * C + c] over all output pixels p, one panel each (one gemm_nn per output row and
-        // kernel row added the same products in the same order: LeNet5's one-sample step 30.1-32.3 ->
-        // 29.9-30.3 us, in double 49.2-51.6 -> 44.9-49.2); dx from the padded dz by conv_input_grad_one.
+        // kernel row added the same products in the same order, in fewer calls); dx from the padded dz
+        // by conv_input_grad_one.
         // The same sums as the chunk route's in another order, over the padding's zeros too (which the
         // chunk route skips in part: the sign of a zero can differ, and an infinite or NaN weight or dz
         // reaches more of them).
         // One input channel and fewer output channels than a vector holds (LeNet5's first convolution: the
         // gemm_nn calls ran 6 of 16 lanes): dW and db run along the output pixels instead, by
         // conv_weight_grad_one_along_pixels on dz transposed into scratch (before dx's padded dz takes
-        // it): LeNet5's one-sample step 43.5 -> 28.8 us, float, 1 thread (docs/profile.md). Its sums run over
-        // XW - OW zero columns of dz past each output row, whose products meet input values of the next
+        // it), all lanes busy. Its sums run over XW - OW zero columns of dz past each output row, whose products meet input values of the next
         // row: an infinite or NaN input value reaches more weights there (as NaN) than on the other route.
         template <class T>
         static void pullback_one(const T* p, T* g, const T* xp, const T* s, T* scratch, T* dy, T* dx) {

@@ -22,6 +22,7 @@
 
 #include "chainlet/activations.hpp"
 #include "chainlet/init.hpp"
+#include "chainlet/kernel_instances.hpp"
 #include "chainlet/kernels/conv.hpp"
 #include "chainlet/kernels/conv_strided.hpp"
 #include "chainlet/layer_metadata.hpp"

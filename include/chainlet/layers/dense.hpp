@@ -22,6 +22,7 @@
 
 #include "chainlet/activations.hpp"
 #include "chainlet/init.hpp"
+#include "chainlet/kernel_instances.hpp"
 #include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/kernels/gemm.hpp"
 #include "chainlet/layer.hpp"
@@ -113,8 +114,7 @@ struct Dense {
                 if (n >= outer_product_below) {
                     // dz, db and the rows of dW of the first 4 inputs in one pass that stores dz (not for Identity,
                     // whose dz is dy), then the other rows of dW from dz: dW is gemm_nt's bit for bit, and the
-                    // pass that made dz and db alone is gone (the tiny MLP's Dense<16, tanh>, Zen 4: about 3 us a
-                    // step).
+                    // pass that made dz and db alone (one more read of dy and s) is gone.
                     gemm_nt_activation<Act, 4>(Out, n, x, n, dy, s, n, gw, Out, Bias ? g + num_weights : nullptr,
                                                !std::is_same_v<Act, Identity>);
                     gemm_nt(in_size - 4, Out, n, x + 4 * n, n, dy, n, gw + 4 * Out, Out);

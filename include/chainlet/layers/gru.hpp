@@ -28,6 +28,7 @@
 #include <string>
 
 #include "chainlet/init.hpp"
+#include "chainlet/kernel_instances.hpp"
 #include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/kernels/gemm.hpp"
 #include "chainlet/layer.hpp"

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "chainlet/kernel_instances.hpp"
 #include "chainlet/kernels/gemm.hpp"
 #include "chainlet/kernels/vector_loop.hpp"
 #include "chainlet/layer_metadata.hpp"
