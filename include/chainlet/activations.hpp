@@ -158,7 +158,7 @@ concept Activation = requires {
     { A::template pullback<float>(1.0f, 1.0f) };
 };
 
-// ---- ELU, LeakyReLU, SiLU, exact GELU (issue 13) ----
+// ---- ELU, LeakyReLU, SiLU, exact GELU ----
 
 namespace detail {
 

@@ -38,8 +38,9 @@
 //                                                  as pullback, but *writes* its parameter gradient into g,
 //                                                  whose contents on entry are undefined (may be NaN); all
 //                                                  other rules as for pullback. value_and_gradient uses it
-//                                                  when a batch is one chunk, instead of zeroing g and adding:
-//                                                  for the tiny MLP's one-sample call, 0.23 -> 0.18 us.
+//                                                  wherever a gradient buffer is written first (a batch of
+//                                                  one chunk, a group's first chunk), instead of zeroing it
+//                                                  and adding: for one sample that is a large part of the time.
 //                                                  Without it the chain zeroes the layer's slice and calls
 //                                                  pullback.
 //   in_shape, cotangent_row_block, cotangent_rows(x, y, dy, dx_rows, r0, r1, n)

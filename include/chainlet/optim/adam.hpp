@@ -6,8 +6,8 @@
 // Moments below the smallest normal number are stored as zero. A gradient that stays exactly zero
 // (a network that fits its one sample) otherwise decays v into the subnormal range (~16,000 steps
 // across it, b2 = 0.999, float) and never out of it: below 500 times the smallest subnormal, b2 v
-// rounds back to v. Intel cores compute with subnormal operands or results by microcode assists: the
-// wide MLP's step at batch 1 took 33 us instead of 2.4 (docs/profile.md). A flushed m changes a step by
+// rounds back to v. Intel cores compute with subnormal operands or results by microcode assists, an
+// order of magnitude slower than with normal numbers (docs/profile.md). A flushed m changes a step by
 // at most lr * 1.2e-38 / ((1 - b1^t) eps) (float); a flushed v changes sqrt(v / (1 - b2^t)) by at most
 // 3.5e-18, nothing next to eps unless eps is set that small.
 #pragma once
