@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch round trip of chainlet's safetensors export/import (run by ctest as pytorch_roundtrip).
 
-  pytorch_roundtrip.py <path to the pytorch_roundtrip program> <work dir>
+  pytorch_roundtrip.py <pytorch_roundtrip program>... <work dir>
 
 1. chainlet -> PyTorch: the C++ program exports trained models (an MLP with tanh, a small conv chain,
    LeNet5, a Conv1D sequence net, a strided-conv net with average pooling, a GRU into an LSTM; float32 and float64) and its predictions on fixed inputs; this script reads the files with
@@ -125,11 +125,22 @@ def relative_error(a, ref):
 
 
 def main():
-    tool, work = sys.argv[1], sys.argv[2]
+    tools, work = sys.argv[1:-1], sys.argv[-1]
     os.makedirs(work, exist_ok=True)
     print(f"torch {torch.__version__}, numpy {np.__version__}")
-    subprocess.run([tool, "export", work], check=True)
+    for name in MODELS:  # nothing left from an earlier run counts as exported
+        for dtype in DTYPES:
+            for suffix in (".safetensors", "_io.safetensors"):
+                path = os.path.join(work, f"{name}_{dtype}{suffix}")
+                if os.path.exists(path):
+                    os.remove(path)
+    for tool in tools:
+        subprocess.run([tool, "export", work], check=True)
     failures = 0
+    missing = [name for name in MODELS if not os.path.exists(os.path.join(work, f"{name}_F32.safetensors"))]
+    if missing:
+        print(f"FAIL: models no program exported: {', '.join(missing)}")
+        return 1
 
     # chainlet -> PyTorch
     for dtype, (np_type, torch_type) in DTYPES.items():
@@ -161,8 +172,8 @@ def main():
             stem = os.path.join(work, f"{name}_{dtype}_torch")
             write_safetensors(stem + ".safetensors", {k: v.numpy() for k, v in model.state_dict().items()})
             write_safetensors(stem + "_io.safetensors", {"inputs": to_chainlet_input(x), "outputs": out})
-    result = subprocess.run([tool, "import", work])
-    failures += result.returncode != 0
+    for tool in tools:
+        failures += subprocess.run([tool, "import", work]).returncode != 0
     print("PyTorch round trip:", "FAILED" if failures else "passed")
     return 1 if failures else 0
 

@@ -12,6 +12,12 @@
 #include "chainlet/layer_check.hpp"
 #include "chainlet/random.hpp"
 
+// The element types of a test program's TEMPLATE_TEST_CASEs over float and double: both, unless
+// tests/CMakeLists.txt's chainlet_test_per_type builds the file as one program per type.
+#ifndef CHAINLET_TEST_TYPES
+#define CHAINLET_TEST_TYPES float, double
+#endif
+
 namespace test {
 
 template <class T = double>

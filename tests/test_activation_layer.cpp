@@ -1,6 +1,7 @@
 // ActivationLayer<Act> and Softmax: the layer checker (finite differences in double, float against
 // double, the pullback rules) on flat inputs and images and on odd chunk sizes, values against the
-// definition, and the metadata PyTorch needs.
+// definition, and the metadata PyTorch needs. The activations fused into Dense and Conv are in
+// test_activations_fused.cpp.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -11,7 +12,7 @@
 #include "chainlet/io/architecture.hpp"
 #include "support.hpp"
 
-namespace test_activation_layer {  // several test files make one program (tests/CMakeLists.txt)
+namespace test_activation_layer {
 
 using namespace chainlet;
 using LeakyLayer = ActivationLayer<LeakyReLU<1, 5>>;  // aliases: a comma splits a Catch macro argument
@@ -100,30 +101,6 @@ TEST_CASE("ActivationLayer, Softmax: metadata (one PyTorch module each, no tenso
     // The Linear after Flatten and an elementwise layer still reads the image in PyTorch's (C, H, W) order.
     using D = Net::layer<4>;
     REQUIRE(t[2].source[1] == Net::param_offset[4] + 2 * D::out_size);  // PyTorch feature 1 = (c0, y0, x1) = chainlet feature 2
-}
-
-// The new activations fused into Dense and Conv (the gemm and convolution epilogues, their vector tails).
-using DenseElu = Dense<9, ELU>;
-using DenseLeaky = Dense<9, LeakyReLU<>>;
-using DenseSilu = Dense<9, SiLU>;
-using DenseGeluExact = Dense<9, GELUExact>;
-using ConvElu = Conv<2, 2, 3, ELU>;
-using ConvLeaky = Conv<2, 2, 3, LeakyReLU<1, 5>>;
-using ConvSilu = Conv<2, 2, 3, SiLU, Padding::same>;
-using ConvGeluExact = Conv<2, 2, 3, GELUExact>;
-
-TEMPLATE_TEST_CASE("ELU, LeakyReLU, SiLU, GELUExact fused into Dense: the layer checker", "[activation][gradient]",
-                   DenseElu, DenseLeaky, DenseSilu, DenseGeluExact) {
-    const auto r = check_layer<TestType, Input<6>>(options());
-    INFO(r.report());
-    REQUIRE(r.passed());
-}
-
-TEMPLATE_TEST_CASE("ELU, LeakyReLU, SiLU, GELUExact fused into Conv: the layer checker", "[activation][gradient]",
-                   ConvElu, ConvLeaky, ConvSilu, ConvGeluExact) {
-    const auto r = check_layer<TestType, Input<4, 3, 2>>(options());
-    INFO(r.report());
-    REQUIRE(r.passed());
 }
 
 }  // namespace test_activation_layer

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "chainlet/activations.hpp"
+#include "chainlet/kernel_instances.hpp"
 #include "chainlet/kernels/conv.hpp"
 #include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/kernels/gemm.hpp"
@@ -514,6 +516,25 @@ TEST_CASE("gather_transpose and scatter_transpose are inverse, with and without 
     gather_transpose(x.data(), F, idx, 3, g.data());
     for (std::size_t s = 0; s < 3; ++s)
         for (std::size_t f = 0; f < F; ++f) REQUIRE(g[f * 3 + s] == x[idx[s] * F + f]);
+}
+
+// The kernels run the vectors the build asks for, not a silent scalar fallback: xsimd takes the widest
+// instruction set the compiler flags allow, and a build without it would pass every twin test above in
+// scalar form (the aarch64 cross build must run NEON, scripts/test-aarch64.sh).
+TEST_CASE("the SIMD kernels are the build's", "[kernel]") {
+#if defined(CHAINLET_SCALAR)
+    REQUIRE_FALSE(simd::enabled);
+#else
+    REQUIRE(simd::enabled);
+#if defined(__aarch64__)
+    REQUIRE(std::string(simd::arch_name) == "neon64");
+    REQUIRE(simd::width<float> == 4);
+#elif defined(__AVX512F__)
+    REQUIRE(simd::width<float> == 16);
+#elif defined(__AVX2__)
+    REQUIRE(simd::width<float> == 8);
+#endif
+#endif
 }
 
 }  // namespace test_kernels

@@ -1,6 +1,6 @@
-// Whole convolutional chains: LeNet5's shapes and parameter count, finite-difference gradients in
-// double of a small conv chain (every parameter) and of LeNet5 itself (a sample of parameters from
-// every layer), and equal results from one chunk and from many chunks on several threads.
+// Whole convolutional chains: LeNet5's shapes and parameter count, and finite-difference gradients in
+// double of a small conv chain (every parameter). LeNet5's own gradients and its many chunks on several
+// threads are in test_lenet5_gradients.cpp.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include "chainlet/chainlet.hpp"
 #include "support.hpp"
 
-namespace test_lenet5 {  // several test files make one program (tests/CMakeLists.txt)
+namespace test_lenet5 {
 
 using namespace chainlet;
 
@@ -59,59 +59,6 @@ TEST_CASE("Small conv chain: every parameter's gradient matches finite differenc
                     [&](const std::vector<double>& pp) { return mean_cross_entropy<SmallConv>(pp, x, y); }, p, g) <
                 1e-6);
     }
-}
-
-TEST_CASE("LeNet5: sampled parameter gradients match finite differences (double)", "[lenet5][gradient]") {
-    const std::size_t n = 2;
-    std::vector<double> p(LeNet5::num_params), g(LeNet5::num_params);
-    init_params<LeNet5>(p, 7);
-    for (std::size_t i = 0; i < p.size(); ++i) p[i] += 0.01 * std::sin(static_cast<double>(i));
-    const auto x = test::random_vector(n * LeNet5::in_size, 8);
-    const std::vector<std::int32_t> y = {3, 7};
-    value_and_gradient<LeNet5>(p, g, x, y, SoftmaxCrossEntropy{});
-    auto f = [&](const std::vector<double>& pp) { return mean_cross_entropy<LeNet5>(pp, x, y); };
-    double worst = 0;
-    Rng rng(1);
-    for (std::size_t layer = 0; layer < LeNet5::num_layers; ++layer) {
-        const std::size_t begin = LeNet5::param_offset[layer], count = LeNet5::layer_params[layer];
-        for (std::size_t t = 0; t < std::min<std::size_t>(count, 40); ++t) {
-            const std::size_t i = begin + rng.below(count);
-            auto q = p;
-            const double h = 1e-5;
-            q[i] = p[i] + h;
-            const double up = f(q);
-            q[i] = p[i] - h;
-            const double fd = (up - f(q)) / (2 * h);
-            worst = test::worse(worst, std::abs(g[i] - fd) / std::max(std::abs(fd), 1e-3));
-        }
-    }
-    REQUIRE(worst < 1e-6);
-}
-
-TEST_CASE("LeNet5: many chunks on 2 threads give the per-sample gradients' mean, same bits on 1 and 3 threads",
-          "[lenet5][parallel]") {
-    const std::size_t n = 3 * Workspace<LeNet5, float>::chunk + 5;
-    std::vector<float> p(LeNet5::num_params), g1(p.size()), g2(p.size()), g3(p.size()), gs(p.size());
-    init_params<LeNet5>(p, 2);
-    const auto x = test::random_vector<float>(n * 784, 3);
-    std::vector<std::int32_t> y(n);
-    for (std::size_t s = 0; s < n; ++s) y[s] = static_cast<std::int32_t>(s % 10);
-    const float l2 = value_and_gradient<LeNet5>(p, g2, x, y, SoftmaxCrossEntropy{}, 2);
-    const float l1 = value_and_gradient<LeNet5>(p, g1, x, y, SoftmaxCrossEntropy{}, 1);
-    const float l3 = value_and_gradient<LeNet5>(p, g3, x, y, SoftmaxCrossEntropy{}, 3);
-    REQUIRE(l1 == l2);
-    REQUIRE(l1 == l3);
-    REQUIRE(g1 == g2);
-    REQUIRE(g1 == g3);
-    std::vector<double> mean(p.size(), 0.0);
-    for (std::size_t s = 0; s < n; ++s) {
-        value_and_gradient<LeNet5>(std::span<const float>(p), gs, std::span<const float>(x).subspan(s * 784, 784),
-                                   std::span<const std::int32_t>(y).subspan(s, 1), SoftmaxCrossEntropy{});
-        for (std::size_t j = 0; j < p.size(); ++j) mean[j] += gs[j] / static_cast<double>(n);
-    }
-    double scale = 0;
-    for (double v : mean) scale = std::max(scale, std::abs(v));
-    for (std::size_t j = 0; j < p.size(); ++j) REQUIRE(std::abs(g1[j] - mean[j]) < 1e-4 * scale);
 }
 
 }  // namespace test_lenet5

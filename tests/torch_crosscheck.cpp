@@ -5,7 +5,10 @@
 // in the same layout, and "input", "target", "loss", "dx". The script rebuilds each model in PyTorch,
 // loads the parameters and compares.
 //
-//   torch_crosscheck <dir>
+//   torch_crosscheck_<part> <dir>
+//
+// The cases are split between two programs built from this file (CHAINLET_TORCH_PART 1: dense,
+// containers, norms and recurrent; 2: convolutional), which keeps each one's compile time and memory small.
 #include <cstdio>
 #include <span>
 #include <string>
@@ -15,6 +18,10 @@
 #include "chainlet/chainlet.hpp"
 #include "chainlet/io/safetensors.hpp"
 #include "user_layer.hpp"
+
+#ifndef CHAINLET_TORCH_PART
+#error "define CHAINLET_TORCH_PART as 1 or 2 (tests/CMakeLists.txt)"
+#endif
 
 using namespace chainlet;
 
@@ -184,7 +191,6 @@ void write_training_case(const std::string& dir, const std::string& name, std::u
     }
     save_case<Net>(dir, name, p, x, t, loss, g, g2, dx, std::move(extra));
 }
-// ---- end of issue 13 (layers13a) ----
 
 }  // namespace
 
@@ -194,12 +200,26 @@ int main(int argc, char** argv) {
         return 2;
     }
     const std::string dir = argv[1];
+#if CHAINLET_TORCH_PART == 1
     write_case<ResidualMlp>(dir, "residual_mlp", 1);
     write_case<FewInputsBatch>(dir, "few_inputs_batch", 6, 150);
     write_case<WideBatch>(dir, "wide_batch", 19, 150);
     write_case<DeepONet>(dir, "deeponet", 2);
     write_case<ParallelMix>(dir, "parallel_mix", 3);
     write_case<UserLayerNet>(dir, "user_layer", 4);
+    // standalone activations, Softmax, LayerNorm, RMSNorm, Dropout
+    write_case<ActivationsNet>(dir, "activations_standalone", 13);
+    write_case<NormsNet>(dir, "norms", 14);
+    // Dropout layers 2 and 4 of the chain are PyTorch modules "2" and "5" (Linear, Tanh, Dropout, ...).
+    write_training_case<DropoutNet>(dir, "dropout_training", 15, Pass{.training = true, .seed = 11, .step = 3},
+                                    {{1, "2"}, {3, "5"}});
+    // --- recurrent layers ---
+    write_case<GruLast>(dir, "gru_last", 101);
+    write_case<LstmSequence>(dir, "lstm_sequence", 102);
+    write_case<GruSequenceLstm>(dir, "gru_sequence_lstm", 103);
+    write_case<LstmGruSequence>(dir, "lstm_gru_sequence", 104);
+    // --- end of the recurrent layers ---
+#else
     write_case<ConvResidual>(dir, "conv_residual", 5);
     // One sample: a stride-1 convolution's forward and pullback take their own route (vectors along the
     // channels).
@@ -211,24 +231,12 @@ int main(int argc, char** argv) {
     write_case<ConvResidual>(dir, "conv_residual_two_samples", 8, 2);
     write_case<ChannelBlocksConv>(dir, "conv_channel_blocks", 16);
     write_case<ConvPoolBands>(dir, "conv_pool_bands", 17, 16);
-    // ---- issue 13: standalone activations, Softmax, LayerNorm, RMSNorm, Dropout (layers13a) ----
-    write_case<ActivationsNet>(dir, "activations_standalone", 13);
-    write_case<NormsNet>(dir, "norms", 14);
-    // Dropout layers 2 and 4 of the chain are PyTorch modules "2" and "5" (Linear, Tanh, Dropout, ...).
-    write_training_case<DropoutNet>(dir, "dropout_training", 15, Pass{.training = true, .seed = 11, .step = 3},
-                                    {{1, "2"}, {3, "5"}});
-    // ---- end of issue 13 (layers13a) ----
-    // issue 13 (layers13b): Conv1D, strides, dilation, average pooling
+    // Conv1D, strides, dilation, average pooling
     write_case<Conv1dNet>(dir, "conv1d_net", 131);
     write_case<Conv1dNet>(dir, "conv1d_net_one_sample", 135, 1);
     write_case<Conv1dDilatedGap>(dir, "conv1d_dilated_gap", 132);
     write_case<StridedConvPool>(dir, "strided_conv_pool", 133);
     write_case<StridedConvFlatten>(dir, "strided_conv_flatten", 134);
-    // --- recurrent layers ---
-    write_case<GruLast>(dir, "gru_last", 101);
-    write_case<LstmSequence>(dir, "lstm_sequence", 102);
-    write_case<GruSequenceLstm>(dir, "gru_sequence_lstm", 103);
-    write_case<LstmGruSequence>(dir, "lstm_gru_sequence", 104);
-    // --- end of the recurrent layers ---
+#endif
     return 0;
 }

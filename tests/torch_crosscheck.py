@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch autograd cross-check of chainlet's gradients (ctest torch_crosscheck).
 
-  torch_crosscheck.py <path to the torch_crosscheck program> <work dir>
+  torch_crosscheck.py <torch_crosscheck program>... <work dir>
 
 The program writes, per model, chainlet's parameters (PyTorch names and layouts), inputs, targets, loss,
 parameter gradient and input gradient in float64 (tests/torch_crosscheck.cpp). Here each model is
@@ -206,17 +206,24 @@ def check(path, name):
 
 
 def main():
-    program, work = sys.argv[1], sys.argv[2]
+    programs, work = sys.argv[1:-1], sys.argv[-1]
     os.makedirs(work, exist_ok=True)
-    out = subprocess.run([program, work], check=True, stdout=subprocess.PIPE, text=True).stdout
-    sys.stdout.write(out)
-    # every case the program writes is checked: one without a model here would pass unnoticed
-    written = [line[len("wrote "):].split(":")[0] for line in out.splitlines() if line.startswith("wrote ")]
+    written = []
+    for program in programs:
+        out = subprocess.run([program, work], check=True, stdout=subprocess.PIPE, text=True).stdout
+        sys.stdout.write(out)
+        written += [line[len("wrote "):].split(":")[0] for line in out.splitlines() if line.startswith("wrote ")]
+    # every case a program writes is checked (one without a model here would pass unnoticed), and every
+    # model here must have been written by one of the programs
     unchecked = [name for name in written if name not in MODELS]
     if unchecked:
         print(f"FAIL: cases written without a PyTorch model in this script: {', '.join(unchecked)}")
         sys.exit(1)
-    results = [check(os.path.join(work, f"{name}.safetensors"), name) for name in MODELS]
+    results = [check(os.path.join(work, f"{name}.safetensors"), name) if name in written else False
+               for name in MODELS]
+    missing = [name for name in MODELS if name not in written]
+    if missing:
+        print(f"FAIL: models no program wrote: {', '.join(missing)}")
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     sys.exit(0 if all(results) else 1)
 

@@ -1,0 +1,46 @@
+// ELU, LeakyReLU, SiLU and GELUExact fused into Dense (the gemm epilogues, their vector tails), and ELU
+// and LeakyReLU fused into Conv: the layer checker. SiLU and GELUExact fused into Conv are in
+// test_activations_fused_conv.cpp.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "chainlet/chainlet.hpp"
+#include "support.hpp"
+
+namespace test_activations_fused {
+
+using namespace chainlet;
+
+namespace {
+
+LayerCheckOptions options() {
+    LayerCheckOptions o;
+    o.chunk_sizes = {1, 3, 17, 35};
+    return o;
+}
+
+}  // namespace
+
+using DenseElu = Dense<9, ELU>;
+using DenseLeaky = Dense<9, LeakyReLU<>>;
+using DenseSilu = Dense<9, SiLU>;
+using DenseGeluExact = Dense<9, GELUExact>;
+using ConvElu = Conv<2, 2, 3, ELU>;
+using ConvLeaky = Conv<2, 2, 3, LeakyReLU<1, 5>>;
+
+TEMPLATE_TEST_CASE("ELU, LeakyReLU, SiLU, GELUExact fused into Dense: the layer checker", "[activation][gradient]",
+                   DenseElu, DenseLeaky, DenseSilu, DenseGeluExact) {
+    const auto r = check_layer<TestType, Input<6>>(options());
+    INFO(r.report());
+    REQUIRE(r.passed());
+}
+
+TEMPLATE_TEST_CASE("ELU and LeakyReLU fused into Conv: the layer checker", "[activation][gradient]", ConvElu, ConvLeaky) {
+    const auto r = check_layer<TestType, Input<4, 3, 2>>(options());
+    INFO(r.report());
+    REQUIRE(r.passed());
+}
+
+}  // namespace test_activations_fused
