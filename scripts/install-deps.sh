@@ -4,6 +4,7 @@
 #   scripts/install-deps.sh --compare  also LibTorch, PyTorch and OpenBLAS for the side-by-side benchmarks, and
 #                                      build/compare-venv: the pinned wheels of today's frameworks (below)
 #   scripts/install-deps.sh --sanitize / --fuzz  also clang, its sanitizer and libFuzzer runtimes, libomp
+#   scripts/install-deps.sh --aarch64  also the 64-bit Arm cross compiler, qemu-user and the arm64 zlib
 set -euo pipefail
 
 packages=(cmake ninja-build g++ make libeigen3-dev libxsimd-dev catch2 libbenchmark-dev zlib1g-dev
@@ -24,6 +25,8 @@ for arg in "$@"; do
   case $arg in
     --sanitize) packages+=(clang libclang-rt-14-dev libomp-dev) ;;
     --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+    # scripts/test-aarch64.sh: the arm64 zlib comes from Debian's multiarch archive
+    --aarch64) packages+=(g++-aarch64-linux-gnu qemu-user zlib1g-dev:arm64) ;;
   esac
 done
 
@@ -36,6 +39,9 @@ for p in "${packages[@]}"; do
 done
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
+  if [[ " ${missing[*]} " == *":arm64 "* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $sudo dpkg --add-architecture arm64
+  fi
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 else

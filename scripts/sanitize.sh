@@ -20,11 +20,11 @@ start=$(date +%s)
 # -O0: the build is most of this stage's time, and g++ 12 compiled these templates with
 # -fsanitize=address,undefined 2.7 times faster at -O0 than at -O1 (test_chain.cpp: 26 s against 70 s;
 # -O1 with -g1 made this stage ~42 minutes of a 65-minute CI run on the Zen 3 machine kind).
-# clang++ since 2026-11-28 (g++ 12 before), for the time: side by side at -O0, clang 14 compiles a test
+# clang++ rather than g++ 12, for the time: side by side at -O0, clang 14 compiles a test
 # program 2.3 times faster (the tests_training unit: 39 s against 90 s of user time) and its tests run
 # 1.7-1.9 times slower (four test cases); the build is about 70 % of the stage with g++ (921 of 1323 s
 # in CI's run of 7ea930c). At -O1 clang's tests run ~20 times faster than g++'s at -O0, but test_conv's
-# program compiles 5 times slower than at -O0 (604 s against 115 s). docs/profile.md, 2026-11-28.
+# program compiles 5 times slower than at -O0 (604 s against 115 s); docs/profile.md, "Build cost".
 # clang's -fsanitize=undefined includes float-cast-overflow, which g++'s leaves out; it fires in
 # Debian's xsimd, whose generic double -> int64 conversion casts a NaN (xsimd::exp of a NaN, through
 # tanh, whose result is NaN all the same), so it stays out (CHAINLET_NO_SANITIZE), as it was with g++.
@@ -62,13 +62,12 @@ ctest --test-dir build-asan --output-on-failure -j"$jobs" -L '^compile_fail$' --
 asan_done=$(date +%s)
 
 echo "== ThreadSanitizer (clang++, libomp + Archer): threaded tests =="
-# The test files test_fit, test_repro and test_finite, from the program that holds them (tests/CMakeLists.txt).
-tsan_program=build-tsan/tests/tests_training
+# The threaded test programs (tests/CMakeLists.txt).
 tsan_tests=(test_fit test_repro test_finite)
 CXX=clang++ cmake -S . -B build-tsan "${common[@]}" "${tsan_flags[@]}" -DCHAINLET_SANITIZE=thread -DCHAINLET_BUILD_EXAMPLES=OFF > /dev/null
-cmake --build build-tsan -j"$jobs" --target "$(basename "$tsan_program")"
+cmake --build build-tsan -j"$jobs" --target "${tsan_tests[@]}"
 # Archer sits next to the libomp the tests are linked with.
-libomp=$(ldd "$tsan_program" | awk '/libomp/ {print $3; exit}')
+libomp=$(ldd "build-tsan/tests/${tsan_tests[0]}" | awk '/libomp/ {print $3; exit}')
 archer=$(dirname "$(readlink -f "$libomp")")/libarcher.so
 [[ -f $archer ]] || { echo "error: $archer: no such file (install libomp-dev)" >&2; exit 1; }
 for t in "${tsan_tests[@]}"; do
@@ -77,7 +76,7 @@ for t in "${tsan_tests[@]}"; do
   # an error rather than a run full of false reports.
   OMP_TOOL_LIBRARIES=$archer ARCHER_OPTIONS=verbose=1 \
   TSAN_OPTIONS=ignore_noninstrumented_modules=1:halt_on_error=1:exitcode=66 \
-    "$tsan_program" "[#$t]" --warn NoTests
+    "build-tsan/tests/$t" --warn NoTests
 done
 end=$(date +%s)
 echo "sanitize.sh: ASan+UBSan $((asan_done - start)) s, TSan $((end - asan_done)) s, total $((end - start)) s"
