@@ -260,7 +260,8 @@ public:
             for (std::size_t i = 0; i < n; ++i) l += run_chunk(i, 1, 0, g, i == 0);
             return l * scale;
         }
-        // One chunk writes g: zeroing it first and adding took a fifth of the tiny MLP's one-sample call.
+        // One chunk writes g (pullback_assign): for one sample, zeroing g first and adding into it cost its
+        // stores twice and a reload of every value.
         if (chunks == 1) return run_chunk_number(0, 0, g, true) * scale;
         std::fill_n(g, Net::num_params, T(0));
         // Group i holds chunks [i * per, (i + 1) * per) and sums them in order into a partial (the slot
