@@ -49,8 +49,8 @@ export CHAINLET_JAX_CACHE_DIR=$PWD/build/bench/jax-cache
 # Transparent huge pages for every process's large buffers: glibc (2.35 and later) then advises its
 # mmap'd allocations for huge pages, whatever allocates through malloc (PyTorch's and XLA's CPU
 # allocators, ONNX Runtime's arena, numpy, std::vector). Where the kernel's THP setting is "madvise", the
-# data sets are otherwise read through 4 KiB pages; on the 2-vCPU Xeon VM of docs/profile.md (2026-11-28,
-# 18:54-) that cost chainlet's LeNet5 epoch 25 % and LibTorch 1.13's 40 % (inference 30 % and 57 %).
+# data sets are otherwise read through 4 KiB pages; on a 2-vCPU Xeon VM (docs/profile.md) that cost
+# chainlet's LeNet5 epoch 25 % and LibTorch 1.13's 40 % (inference 30 % and 57 %).
 # With "always" it changes nothing; with "never" it cannot help. The same for every framework.
 export GLIBC_TUNABLES=glibc.malloc.hugetlb=1
 thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo "not available")

@@ -3,8 +3,8 @@
 // same 8 in a loop of 64 independent FMAs: the second loop's extra time is what the operation takes
 // from the FMA pipes. Times are in FMA cycles, the time of one FMA in a loop of independent FMAs (one
 // cycle where a core does one 512-bit FMA a cycle, as Zen 4; half a cycle with two FMA units).
-// docs/profile.md (2026-11-30) has this table for a Zen 4 and what it explained there: the tanh at 11
-// FMA cycles a vector (9 multiplies or FMAs, a division at 2), an addition or a max at none.
+// docs/profile.md has this table for a Zen 4: a division takes 2 FMA cycles there, an addition or a max
+// none, so the rational tanh (9 multiplies or FMAs and a division) costs 11 FMA cycles a vector.
 //   chainlet_op_costs   (x86-64 with AVX-512 only; prints a Markdown table)
 #include <algorithm>
 #include <chrono>

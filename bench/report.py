@@ -406,8 +406,8 @@ def main():
                   "frameworks, pinned like the rows: every layer's forward and pullback, the loss, the partial "
                   "gradients and the optimiser step of the benchmark workloads, timed inside one instrumented "
                   "step on 1 thread, with the library's own uninstrumented step on 1 and 2 threads below each "
-                  "table to check the sum. % of the FMA peak measured by that process. The tables before and "
-                  "after issue 16's kernel work (and how they were taken) are in [profile.md](profile.md).", ""]
+                  "table to check the sum. % of the FMA peak measured by that process. What bounds each workload, "
+                  "and how to measure it, is in [profile.md](profile.md).", ""]
         first = next((i for i, ln in enumerate(body) if ln.startswith("#")), len(body))
         preamble = [ln for ln in body[:first] if ln.strip()]
         lines += ["    " + ln for ln in preamble] + [""] + body[first:]  # its preamble as a code block
@@ -441,7 +441,7 @@ def main():
         "so that glibc advises its large allocations for transparent huge pages, whichever framework makes them "
         "(PyTorch's and XLA's CPU allocators, ONNX Runtime's arena, numpy and `std::vector` all allocate through "
         "malloc). Where the kernel's THP setting is `madvise` (listed above), the data sets would otherwise be read "
-        "through 4 KiB pages, which on the VM of docs/profile.md (2026-11-28, 18:54–) cost chainlet's LeNet5 "
+        "through 4 KiB pages, which on a 2-vCPU Xeon VM (docs/profile.md) cost chainlet's LeNet5 "
         "epoch 25 % and LibTorch 1.13's 40 %. chainlet's own buffers (`aligned_vector`, its workspaces) and "
         "data sets read by `read_idx` are advised for huge pages without it.",
         "* chainlet's column is the time measured next to LibTorch 2.13; every ratio divides by it. chainlet is "

@@ -12,8 +12,8 @@
 namespace chainlet::detail {
 
 // The tests are inlined and the messages built out of line: inlined whole, GCC kept count_rows a call
-// of its own whose two divisions by the row size (a constant at every call site) took ~3 % of the tiny
-// MLP's one-sample forward + pullback.
+// of its own whose two divisions by the row size (a constant at every call site) were a measurable part
+// of a one-sample forward + pullback.
 [[noreturn, gnu::cold, gnu::noinline]] inline void wrong_size(const char* where, const char* what, std::size_t expected,
                                                               std::size_t given) {
     throw std::invalid_argument(std::string(where) + ": " + what + " has " + std::to_string(given) +

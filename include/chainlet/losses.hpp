@@ -41,8 +41,7 @@ struct SquaredError {
         std::size_t i = 0;
         T sum = 0;
         if constexpr (simd::enabled) {
-            // four sums, vector i in sum i mod 4: one would wait an FMA's latency per vector (the tiny
-            // MLP's 4 x 560 chunk, Zen 4: 4 cycles a vector)
+            // four sums, vector i in sum i mod 4: one would wait an FMA's latency per vector
             V acc[4] = {V(T(0)), V(T(0)), V(T(0)), V(T(0))};
             const V two_scale(2 * scale);
             auto add = [&](int u) __attribute__((always_inline)) {

@@ -21,10 +21,9 @@ inline constexpr std::size_t huge_page_bytes = std::size_t(2) << 20;
 // (madvise MADV_HUGEPAGE), best before they are first written: on a system whose THP setting is
 // "madvise" (cat /sys/kernel/mm/transparent_hugepage/enabled), memory is otherwise mapped in 4 KiB pages.
 // Reading a data set through 4 KiB pages costs a TLB miss and a page walk every 4 KiB, and in a virtual
-// machine a walk goes through two page tables (the likely cause; no counters confirmed it). On the
-// 2-vCPU Xeon VM of docs/profile.md (2026-11-28, 18:54-) a LeNet5 epoch over 60,000 images in a
-// std::vector took 1.05-1.18 s against 0.83-0.84 s with the vector on huge pages, and LibTorch 1.13's
-// 9.8-10.9 s against 6.2-6.4 s. Returns whether the kernel took the advice; false where there is no
+// machine a walk goes through two page tables (the likely cause; no counters confirmed it): a LeNet5
+// epoch read its data set about a fifth faster from huge pages on a cloud VM (docs/profile.md). Returns
+// whether the kernel took the advice; false where there is no
 // such call, and for a range holding no whole huge page. The contents are unchanged either way.
 // chainlet's own buffers (aligned_vector) take it from 2 MiB on; call it for a large data set held
 // elsewhere.

@@ -120,13 +120,11 @@ public:
     // Samples per chunk: about chunk_bytes of activations, between 16 and 1024; a multiple of 64 (4 float
     // vectors of AVX-512, the width of a full register tile along the samples) where 64 fit, else of 16.
     // Fewer, longer chunks pay fewer of the kernels' per-call costs (gemm_nt's horizontal sums, tile
-    // set-up) while the chunk stays in L2. Measured (docs/profile.md): the tiny MLP ran ~7 % faster with
-    // 512-sample chunks than with 368 (a 256 KiB budget); from 384 to 512 KiB (576 -> 768 samples, 10,000
-    // as 14 chunks of 720 instead of 18 of 560) its step took about 1 % less on 1 and 2 threads (Zen 4,
-    // 2026-11-30, 18:45-). LeNet5 (83 KB per sample) stays at 16, as 32 or 64 were no faster.
-    // 512 KiB (half a 1 MiB L2) where vectors are 512 bits: the AVX-512 cores of this machine kind have 1
-    // MiB (Zen 4, where it was measured) to 2 MiB (Intel Xeons) of L2 per core. An AVX2 build keeps 384
-    // KiB: a Zen 3 has 512 KiB of L2, which 512 KiB of activations would fill, and it was not measured.
+    // set-up) while the chunk stays in L2 (docs/profile.md). LeNet5 (83 KB per sample) stays at 16, as 32
+    // or 64 were no faster.
+    // 512 KiB (half a 1 MiB L2) where vectors are 512 bits: the AVX-512 cores measured have 1 MiB (Zen 4)
+    // to 2 MiB (Intel Xeons) of L2 per core. An AVX2 build keeps 384 KiB: a Zen 3 has 512 KiB of L2,
+    // which 512 KiB of activations would fill.
     static constexpr std::size_t chunk_bytes = simd::width<float> * sizeof(float) == 64 ? 512 * 1024 : 384 * 1024;
     static constexpr std::size_t chunk = [] {
         const std::size_t fit = chunk_bytes / bytes_per_sample;
@@ -160,9 +158,9 @@ public:
 
     // Batches of 2 to one_by_one samples run one sample at a time through the layers' one-sample paths
     // (the quarter of a vector: 4 floats with AVX-512, 2 with AVX2 or doubles with AVX-512; none for
-    // AVX2 doubles): a padded chunk costs as much as a whole vector of samples, 5.9 (LeNet5) to 8.6 (the
-    // tiny MLP) single samples' time with AVX-512 floats (docs/profile.md, 2026-11-27). Such a sample gets the bits it
-    // gets alone, not those of a larger batch.
+    // AVX2 doubles): a padded chunk costs as much as a whole vector of samples, which is 6 to 9 single
+    // samples' time with AVX-512 floats (docs/profile.md). Such a sample gets the bits it gets alone, not
+    // those of a larger batch.
     static constexpr std::size_t one_by_one = simd::width<T> / 4;
     // The samples a chunk of m runs with: two or more are padded to whole vectors (see predict).
     static std::size_t padded_size(std::size_t m) {
@@ -171,13 +169,12 @@ public:
     }
     // Samples per chunk in a batch of n: the fewest chunks of at most `chunk` samples, made equal up to a
     // multiple of 16 (one AVX-512 float vector), so that threads taking whole chunks get equal work.
-    // With chunks of 576, 10,000 samples of the tiny MLP were 17 chunks of 576 and one of 208: 5,184 and
-    // 4,816 samples on 2 threads; balanced, 17 of 560 and one of 480, 5,040 and 4,960 (docs/profile.md has
-    // the timings; with chunks of 768 they are 13 of 720 and one of 640, again 5,040 and 4,960).
+    // With chunks of 768, 10,000 samples of the tiny MLP are 13 chunks of 720 and one of 640 (5,040 and
+    // 4,960 samples on 2 threads), not 13 of 768 and one of 16 (5,376 and 4,624).
     // No chunk is empty: (chunks - 1) size <= (chunks - 1) chunk < n <= chunks size. The sizes are
     // multiples of 16, not of 64: the tiny MLP's step on 1 thread took the same time with 560 (three
     // single-vector tiles at the end of a row) as with 576. A batch of one chunk pays no division here:
-    // the one-sample call takes about 800 cycles in all.
+    // a division would be a noticeable part of a one-sample call.
     static std::size_t num_chunks(std::size_t n) { return (n + chunk - 1) / chunk; }
     static std::size_t chunk_size(std::size_t n) {
         const std::size_t chunks = num_chunks(n);
@@ -263,7 +260,8 @@ public:
             for (std::size_t i = 0; i < n; ++i) l += run_chunk(i, 1, 0, g, i == 0);
             return l * scale;
         }
-        // One chunk writes g: zeroing it first and adding took a fifth of the tiny MLP's one-sample call.
+        // One chunk writes g (pullback_assign): for one sample, zeroing g first and adding into it cost its
+        // stores twice and a reload of every value.
         if (chunks == 1) return run_chunk_number(0, 0, g, true) * scale;
         std::fill_n(g, Net::num_params, T(0));
         // Group i holds chunks [i * per, (i + 1) * per) and sums them in order into a partial (the slot
@@ -291,8 +289,8 @@ public:
     //
     // A chunk of more than one sample whose size is not a multiple of the vector width runs padded to
     // whole vectors, the padding repeating its last sample: the kernels' scalar tails cost about as much
-    // per sample as a whole vector of samples (LeNet5, 1 thread: a batch of 7 took 433 us, one of 8 took
-    // 60 us; docs/profile.md). A sample's outputs do not depend on its chunk's other samples. A batch of
+    // per sample as a whole vector of samples (docs/profile.md). A sample's outputs do not depend on its
+    // chunk's other samples. A batch of
     // 2 to one_by_one samples runs them one at a time instead.
     template <class S = T>
     void predict(const T* p, InputRows<T, S> x, T* out, std::size_t n, int threads = 1) {
@@ -317,7 +315,7 @@ public:
             else kernels::scatter_transpose(s.y, Net::out_size, m, out + s0 * Net::out_size, mp);
         };
         // A batch of a few samples runs them one at a time on this thread (see one_by_one): on 2 threads the
-        // fork and join (~1 us) cost the tiny MLP three times its padded chunk.
+        // fork and join would cost more than the samples' work.
         if (n > 1 && n <= one_by_one) {
             for (std::size_t i = 0; i < n; ++i) run_chunk(i, 1, 0);
             return;

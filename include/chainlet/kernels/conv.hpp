@@ -52,8 +52,7 @@ constexpr std::array<std::uint32_t, KH * KW * C> patch_offsets() {
 // window_only: the input stores the window alone, pixel (y, x) of the padded image at row
 // ((y - row0) * IW + x - col0) * IC, with IW = col1 - col0 and patch built for that width; conv_valid then
 // never reads a zero of the padding (with Edges::window_only, or any Edges where the window spans every
-// column). A convolution's input gradient reads its output gradient so, without a padded copy (LeNet5's
-// second convolution: 2.7 us per chunk of 16, docs/profile.md).
+// column). A convolution's input gradient reads its output gradient so, without a padded copy.
 struct ConvShape {
     size_t IW, IC, OH, OW, OC, KH, KW;
     const std::uint32_t* patch;  // KH * KW * IC row offsets of the patch (patch_offsets)
@@ -71,15 +70,15 @@ struct ConvShape {
 
 // out (OH x OW x OC rows of n) = Epilogue(start + sum_k A(oc, k) patch_k), with A(oc, k) = a[oc * a_rs + a_off(k)].
 // Always inlined, with its lambdas: a layer passes its shape as a constexpr ConvShape, and GCC then
-// specialises the tiles for it (LeNet5 inference 58.2 -> 55.0 ms on 1 thread, docs/profile.md).
+// specialises the tiles for it (offsets and loop counts as constants).
 // edges: whether tiles at the edges of the window [col0, col1) run each pixel's own taps (staircases,
 // below) or every tile runs over the union of its pixels' taps (union_of_taps). Both are correct for an
 // input that stores its zero columns; union_of_taps is for a caller whose window is the whole width, so
 // that the edge tiles, which cost compile time, are not compiled. window_only: the staircases, and no
 // tile that reads a zero column (split tiles as single pixels, the scalar samples in staircases too), for
 // a window-only image (ConvShape). A template argument rather than the shape's flag: compiled into every
-// call, the window-only tiles slowed a "same" convolution's forward on 10 x 10 x 4, 3 x 3 x 8 from 8.4 to
-// 11.7 us per chunk of 16 (GCC 12 inlined less), though that call never ran them.
+// call, the window-only tiles made GCC 12 inline less in calls that never run them (a "same"
+// convolution's forward got slower).
 enum class Edges { union_of_taps, staircases, window_only };
 
 template <class Epilogue, Init init, Edges edges = Edges::staircases, class T, class AOff>
@@ -107,8 +106,8 @@ template <class Epilogue, Init init, Edges edges = Edges::staircases, class T, c
             const size_t length = kx1 > kx0 ? (kx1 - kx0) * s.IC : 0;
             KRange k{(ky0 * s.KW + kx0) * s.IC, ky1 > ky0 && length ? ky1 - ky0 : 0, length, s.KW * s.IC};
             // A tile that reaches every column runs its kernel rows as one segment (the table, not the
-            // segments, steps from row to row): one loop of K, not KH loops of KW * IC (LeNet5's first
-            // convolution, forward, chunk of 16, AVX2: with the 6-row tiles below, 39.7-41.3 -> 33.1-33.7 us).
+            // segments, steps from row to row): one loop of K, not KH loops of KW * IC, whose short
+            // loops (five of five taps for LeNet5's first convolution) paid their set-up KH times.
             if constexpr (columns == Columns::all)
                 if (k.length == k.stride && k.segments > 1) {
                     k.length *= k.segments;
@@ -148,10 +147,9 @@ template <class Epilogue, Init init, Edges edges = Edges::staircases, class T, c
             // Output channels in blocks of 4 (then 2, 1), or of 6 when they divide the channels: with 16
             // vector registers 6 x 2 accumulators, 2 input vectors and a broadcast fill 15 registers, and a
             // 4 x 2 tile loads 6 operands per 8 FMAs where a 6 x 2 loads 8 per 12; with 32, 6 x 4 (29
-            // registers) against 4 x 4 and 2 x 4 tiles for 6 channels, 8 accumulators too few for two
-            // 512-bit FMA pipes (Intel Xeon, 1 thread, a chunk of 16: LeNet5's first convolution forward
-            // 17.3-17.5 -> 16.0-16.1 us, the second's input gradient 39.0-39.3 -> 32.0-33.3 us; on Zen 4,
-            // whose FMA pipes are 256 bits wide, 6 x 4 had measured 15 % slower on the first convolution).
+            // registers) against 4 x 4 and 2 x 4 tiles for 6 channels, whose 8 accumulators are too few
+            // for two 512-bit FMA pipes of latency 4 (docs/profile.md: a 6-row tile once measured slower
+            // on Zen 4, whose pipes are 256 bits wide).
             if (s.OC % 6 == 0)
                 for_row_blocks<6>(s.OC, channel_tiles);
             else
@@ -371,7 +369,7 @@ namespace detail {
 // spilled). The MR input rows are offsets from one pointer too, so a pixel costs one pointer step for
 // them, not MR. carried holds the MR x PR accumulators, row by row; they are copied into locals and
 // back, so that they stay in registers. Always inlined: as a function of its own, taking carried from
-// conv_weight_grad_tile, LeNet5's second convolution's pullback ran 142-146 -> 146-153 us.
+// conv_weight_grad_tile, it kept carried in memory and was slower.
 // backward: the pixels from the last to the first (for_weight_grad_tiles says why); each lane's sum then
 // takes its terms in that order.
 template <class VV, int MR, int PR, int NV, size_t N, class T>
@@ -483,12 +481,8 @@ namespace detail {
 // before it ended. Each tile reads its rows of the image over all output pixels, shifted by its tap: where
 // the image and a block of dz do not fit L1 together, a sweep in the order of the last one starts on rows
 // the last one read first and has evicted since, and reads every row from L2; a sweep in the other order
-// starts on the rows still in L1. LeNet5's second convolution (a 12 x 12 x 6 image, 54 KB in a chunk of 16
-// floats, and a 16 KB block of dz against a 32 KB L1), its weight gradient alone, dz in blocks, Cascade
-// Lake Xeon, 1 thread, best of 15, per chunk: 56.5-56.7 -> 50.3-50.4 us with one chunk again and again,
-// 72.5-73.1 -> 60.8-61.2 us over 128 chunks; in double 115.4 -> 103.6-104.1 and 148-152 -> 127-129 us.
-// In the layers' layout (tiles k-outer, with 16 vector registers too) it measured between 2 % slower
-// (AVX2 code on that Xeon, float) and 9 % faster (double); docs/profile.md. The direction is a function
+// starts on the rows still in L1 (LeNet5's second convolution: a 12 x 12 x 6 image, 54 KB in a chunk of
+// 16 floats, and a 16 KB block of dz against a 32 KB L1; docs/profile.md). The direction is a function
 // of (k0, oc0), not of the order, so both orders give the same bits.
 template <class T, bool channels_outer = false, class Tile>
 [[gnu::always_inline]] inline void for_weight_grad_tiles(const ConvShape& s, Tile&& tile) {
@@ -507,23 +501,17 @@ template <class T, bool channels_outer = false, class Tile>
             });
         }
     };
-    // Double keeps 4 x 4 (LeNet5's second convolution, a chunk of 16, measured: 92.8 us with 4 x 4 tiles,
-    // 96 with the wide ones; the old per-row loop took 88, so this shape is slower in double since
-    // 4f46364, while others got faster, docs/profile.md).
+    // Double keeps 4 x 4: the wide tiles measured slower in double on LeNet5's second convolution.
     constexpr bool wide_tiles = simd::vector_registers >= 32 && std::is_same_v<T, float>;
     // With 16 registers a 4 x 2 tile's 8 accumulators, each taking two FMAs per pixel (two vectors of
     // samples), only just cover the FMA latency on two pipes, and it loads 6 operands per 8 FMAs; a 2 x 6
-    // tile has 12 accumulators, 2 input vectors and a dz vector (15 registers) and loads 8 per 12 (LeNet5's
-    // first convolution, a chunk of 16, Zen 3: 65-71 -> 53 us for its pullback, the same bits; 3 x 4
-    // tiles for the second convolution's 16 channels: 151 -> 153-154 us, not taken; 6 x 2, 5 x 2, 4 x 3
-    // and 3 x 3 for the first: 54-61 us against 49-53, docs/profile.md).
+    // tile has 12 accumulators, 2 input vectors and a dz vector (15 registers) and loads 8 per 12, with
+    // the same bits (3 x 4 for 16 channels, and 6 x 2, 5 x 2, 4 x 3, 3 x 3 for 6, measured slower).
     constexpr bool six_channel_tiles = simd::vector_registers < 32 && std::is_same_v<T, float>;
     // 6 x 4 rather than 3 x 8 for a multiple of 4 channels: both have 24 accumulators, but 6 x 4 loads 10
     // operands per 24 FMAs, not 11, and each dz row of a pixel serves 6 rows of k, not 3, where the image
-    // does not fit L1 and its rows come from L2 (LeNet5's second convolution, a chunk of 16, on an Intel
-    // Xeon with two 512-bit FMA pipes, 1 thread: 36.4-38.9 -> 33.8-36.5 us, 58 -> 62-65 % of the peak;
-    // 4 x 4, 5 x 4, 7 x 4 in between; 2 x 8, 2 x 16, 1 x 16 slower. On Zen 4, before the sweep kept its
-    // accumulators in registers, 6 x 4 had measured slower than 4 x 4; it was not measured there since.)
+    // does not fit L1 and its rows come from L2 (measured on an Intel Xeon with two 512-bit FMA pipes,
+    // where 4 x 4, 5 x 4 and 7 x 4 came between and 2 x 8, 2 x 16 and 1 x 16 were slower).
     if (wide_tiles && s.OC % 4 == 0) {
         wide.template operator()<6, 4>();
     } else if (wide_tiles && s.OC % 6 == 0) {
@@ -533,9 +521,8 @@ template <class T, bool channels_outer = false, class Tile>
     } else {
         // 4 x 4; with 16 vector registers 6 x 2, its dz vectors loaded first (12 accumulators, 2 dz
         // vectors and an input vector: 8 loads per 12 FMAs). The 4 x 2 tile it replaced had 8 accumulators
-        // (two FMAs each per pixel: just the FMA latency on two pipes) and loaded 6 per 8 (LeNet5's second
-        // convolution, a chunk of 16, Zen 3: weight gradient 72-74 -> 59-60 us; 5 x 2 67-69, 7 x 2 102,
-        // spilled; in double 220-228 -> 194-197 us).
+        // (two FMAs each per pixel: just the FMA latency on two pipes) and loaded 6 per 8 (5 x 2 was
+        // slower, and 7 x 2 spilled).
         constexpr int row_block = simd::vector_registers < 32 ? 6 : 4;
         if constexpr (channels_outer) {
             for_row_blocks<tile_vectors>(s.OC, [&]<int PR>(size_t oc0) {
@@ -567,10 +554,8 @@ inline constexpr size_t conv_band_state = 256;
 // of the same shape load 10 per 24 and its 1 x 6 tile 7 per 6. Each lane of a sum takes its pixels in
 // order, and within a pixel its NV vectors of samples in order, as conv_weight_grad's forward sweeps do;
 // conv_weight_grad_add_carried reduces the sums tile by tile as those tiles do, so the bits are theirs.
-// LeNet5's first convolution's weight gradient, a chunk of 16, 1 thread, Sapphire Rapids-class Xeon, the
-// same chunk again and again: float 17.8-18.3 -> 14.7 us per chunk (150 -> 188 GFLOP/s), double 42.9-44.3
-// -> 32.6 us; with its activation pullback in bands of 2 rows (its route in a Conv layer's pullback)
-// 21.6-22.4 -> 20.0 us in float (docs/profile.md, 2026-11-29, 06:04-).
+// The image, one channel, is read once per kernel row and channel group, and each input vector serves
+// KW FMAs per channel: fewer loads per FMA than the tiles above (docs/profile.md).
 namespace detail {
 inline constexpr size_t one_channel_max_kw = 5;
 // Pixels per tile step: the tile's dz vectors, its accumulators and an input vector per vector of samples
@@ -760,9 +745,7 @@ void conv_weight_grad_reference(const ConvShape& s, const T* in, const T* dz, si
 // at a time: input value (ox + col, c) meets pixel ox + i's dz at kernel column kx = col - i, so per
 // sample it loads 2 NV dz vectors and (KW + 1) CG input values for 2 KW CG NV FMAs (LeNet5's second
 // convolution in float: 20 loads per 30 FMAs, against 31 per 30 one pixel at a time and 10 vector loads
-// per 24 FMAs plus the horizontal sums in conv_weight_grad's tiles). The Conv layer's pullback without
-// dx on LeNet5's second convolution, a chunk of 16, 1 thread, Sapphire Rapids-class Xeon: float
-// 39.7-40.9 -> 33.4-35.5 us, double 92.9-93.6 -> 65.0-66.3 us (docs/profile.md).
+// per 24 FMAs plus the horizontal sums in conv_weight_grad's tiles; docs/profile.md).
 namespace detail {
 // What conv_weight_grad_along_channels dispatches to: kernel widths 1 to 5, one or two vectors of channels
 // (whose tiles of one input channel all fit 32 registers, along_channels_tile_fits).
@@ -803,9 +786,8 @@ void transpose_channels_samples(size_t P, size_t C, size_t n, const T* dz, T* dz
 // Output rows per band of conv_weight_grad_along_channels: all tiles run over one row of output pixels,
 // then all over the next, so that the row's dz (8 KB in LeNet5's second convolution, a chunk of 16
 // floats) and the input rows under it stay in L1 for every tile; each tile loads its accumulators from g
-// and stores them back per row (30 loads and stores per 1,920 FMAs there). That layer's activation
-// pullback and parameter gradients, standalone: 31.8-32.5 us per chunk in bands of 1 row, 32.0-33.4 of 2
-// or 4, 33.2-34.3 in one pass over all rows.
+// and stores them back per row (30 loads and stores per 1,920 FMAs there). Bands of 2 or 4 rows, or one
+// pass over all rows, measured slower than rows of 1.
 inline constexpr size_t along_channels_band_rows = 1;
 
 namespace detail {
@@ -921,14 +903,6 @@ template <class T>
     }
 }
 
-// dy[(p * C + c) * n + j] <- dz = Act::pullback(dy, s) at the same place, and db[c] += sum over the P
-// pixels and n samples of dz: a convolution's activation pullback and bias gradient in one pass over
-// dz (LeNet5's first convolution, a chunk of 16, measured: 3.7-4.0 us against 3.9-4.4 + 2.6-2.7 for two
-// passes, docs/profile.md). Each row's last n % W values go through the scalar Act::pullback, so for an
-// activation whose scalar and vector forms round differently (exp-based ones) dz can differ in the last
-// bits from a flat activation_pullback when n is not a multiple of W; the order is fixed either way.
-// Channels go in blocks of up to 4 so that their sums stay in registers; every lane of a channel's sum
-// adds the pixels in order, then the lanes are added.
 namespace detail {
 // activation_pullback_channel_sums over P pixels with its sums carried: channel c's vector and scalar
 // sums start from acc[c] and tail[c] and are left there (db untouched), so that consecutive calls on
@@ -939,8 +913,7 @@ template <class Act, class T>
 void activation_pullback_channel_sums_carried(size_t P, size_t C, T* dy, const T* s, size_t n, T* db,
                                               simd::vec<T>* carried_acc, T* carried_tail, T* blocks = nullptr) {
     // The loop of vector_loop.hpp's vectors_then_scalars, written out: through that template (its body
-    // always inlined) float ReLU ran 9.0 -> 9.9 us on LeNet5's first convolution and 2.45 -> 2.88 on the
-    // second (chunk of 16, 1 thread, same bits).
+    // always inlined) it ran slower, with the same bits.
     using V = simd::vec<T>;
     constexpr size_t W = simd::width<T>;
     const size_t nv = simd::enabled ? n - n % W : 0;
@@ -954,9 +927,7 @@ void activation_pullback_channel_sums_carried(size_t P, size_t C, T* dy, const T
         // NVC: n as a compile-time count of whole vectors (1 or 2: a chunk of 16 floats is one), so that no
         // loop or tail test runs per row; 0: any n, its last n % W values as scalars. Pointers stepped per
         // pixel and the vector sums in local registers (with per-row index products GCC 12 kept them on the
-        // stack); the same operations in the same order for every NVC. LeNet5's first convolution's
-        // pullback, a chunk of 16, 1 thread: 27.7-27.9 -> 23.0 us, this pass 11.5 -> 4.8 us of it (perf),
-        // same bits (docs/profile.md, 2026-11-29, 03:23-).
+        // stack); the same operations in the same order for every NVC, so the same bits.
         auto rows = [&]<size_t NVC, bool to_blocks>() {
             const size_t row_n = NVC ? NVC * W : n, vectors = NVC ? NVC * W : nv;
             V sum[CB];
@@ -1011,10 +982,10 @@ void activation_pullback_channel_sums_carried(size_t P, size_t C, T* dy, const T
 
 // dy[(p * C + c) * n + j] <- dz = Act::pullback(dy, s) at the same place, and db[c] += sum over the P
 // pixels and n samples of dz: a convolution's activation pullback and bias gradient in one pass over
-// dz (LeNet5's first convolution, a chunk of 16, measured: 3.7-4.0 us against 3.9-4.4 + 2.6-2.7 for two
-// passes, docs/profile.md). Each row's last n % W values go through the scalar Act::pullback, so for an
-// activation whose scalar and vector forms round differently (exp-based ones) dz can differ in the last
-// bits from a flat activation_pullback when n is not a multiple of W; the order is fixed either way.
+// dz, where two passes read it twice. Each row's last n % W values go through the scalar Act::pullback,
+// so for an activation whose scalar and vector forms round differently (exp-based ones) dz can differ in
+// the last bits from a flat activation_pullback when n is not a multiple of W; the order is fixed either
+// way.
 // Channels go in blocks of up to 4 so that their sums stay in registers; every lane of a channel's sum
 // adds the pixels in order, then the lanes are added.
 template <class Act, class T>
@@ -1031,9 +1002,7 @@ void activation_pullback_channel_sums(size_t P, size_t C, T* dy, const T* s, siz
 // rows of output pixels, whose dz the tiles then read from L1. Every accumulator (each tile's and each
 // channel's sum) is carried from band to band as a whole vector and summed horizontally after the last
 // band, so every sum takes its terms in the order of the two calls, with every tile's pixels forward
-// (conv_weight_grad<false, Sweeps::forward>: bands cannot sweep backward). LeNet5's first convolution, a
-// chunk of 16, Zen 3: its pullback 49-52 -> 47-48 us, the same bits (a first trial, with horizontal sums
-// after every band: one pass 42-45 us, bands of 1 row 42-45, of 2 rows 39-42, of 4 or 8 rows 43-46).
+// (conv_weight_grad<false, Sweeps::forward>: bands cannot sweep backward), so the same bits.
 //
 // Without bands, given dz_blocks (P * OC * n values) and where conv_dz_blocks(OC) holds, dz is also
 // written there in blocks of 4 channels (DzLayout::blocks), and the weight gradient reads it from there,
@@ -1041,9 +1010,7 @@ void activation_pullback_channel_sums(size_t P, size_t C, T* dy, const T* s, siz
 // convolution on a chunk of 16, so the 256 rows a 4-channel tile sweeps fall on 16 of L1's 64 sets, 16
 // per set against its 12 ways, and evict each other and the input rows. A block's rows are contiguous,
 // and every row's tile reads it from L1. Each tile takes 4 channels either way (OC a multiple of 4 and
-// 32 vector registers: 6 x 4 in float, 4 x 4 in double), so the sums are the same. Intel Xeon, 1 thread,
-// a chunk of 16, LeNet5's second convolution, this function: 47.2-50.4 -> 42.9-45.9 us (docs/profile.md,
-// 2026-11-27, 08:54-).
+// 32 vector registers: 6 x 4 in float, 4 x 4 in double), so the sums are the same.
 inline constexpr size_t conv_band_bytes = 20 * 1024;      // dz per band, about two thirds of a 32 KiB L1
 inline constexpr size_t conv_band_min_bytes = 64 * 1024;  // whole dz from which bands are used
 inline constexpr size_t conv_band_channels = 64;          // carried channel sums, OC at most
@@ -1073,8 +1040,7 @@ constexpr bool conv_dz_blocks(size_t OC) {
 // n values), and the band's dz is left there. conv_activation_parameter_grads passes dy's own rows; a
 // caller that computes dy band by band can instead write each band into one small buffer, which then
 // stays in L1 (where dy comes from a pooling's pullback: LeNet5's first convolution and its pooling,
-// chunks of 16, 7.1-7.7 -> 3.6-4.2 ms per 128 chunks standalone, 4.90 -> 4.15 ms per step of 2,048 in
-// the profile, docs/design.md). Needs what conv_band_rows<T>(s, n) > 0 says of s and n; rows may be any
+// docs/design.md). Needs what conv_band_rows<T>(s, n) > 0 says of s and n; rows may be any
 // height >= 1: every sum takes its terms in the same order for every band height.
 template <class Act, class T, class BandDz>
 void conv_activation_parameter_grads_banded(const ConvShape& s, const T* in, const T* act_s, size_t n, T* g, T* db,
@@ -1153,7 +1119,7 @@ void activation_pullback_channel_sums_reference(size_t P, size_t C, T* dy, const
 // written (pad_copy below writes them too). conv_valid never reads an input
 // row outside [row0, row1) (it skips the kernel rows that fall there), only zero columns beside the
 // window. For the input gradient of LeNet5's second convolution it writes half of pad_copy's bytes
-// (measured: 1.9 us against 3.7 per chunk of 16) and leaves half of the padded buffer out of the cache.
+// and leaves half of the padded buffer out of the cache.
 template <class T>
 void pad_copy_sides(const T* src, size_t H, size_t W, size_t C, size_t n, size_t top, size_t left, size_t right,
                     T* dst) {

@@ -51,8 +51,8 @@ struct StoredRows {
 };
 
 // dz = Act::pullback(dy, s), written back to dy if store (dy and s with row stride ld). The loads are
-// not pinned: pinned, the tiny MLP's Dense<32, tanh> pullback (nt_tile) took 36.6 us against 36.0, and
-// its row sums were no faster (two alternating runs each).
+// not pinned: each feeds one operation, and pinned they measured slightly slower in nt_tile and no faster
+// in the row sums.
 template <class Act, bool store, class T>
 struct ActivationPullbackRows {
     static constexpr bool keeps_made_values = store;
@@ -107,8 +107,8 @@ void row_sums_add(size_t M, size_t N, const T* a, size_t lda, T* out) {
 // activation_pullback on M rows of N values (row stride ld) and row_sums_add of the resulting dz into
 // out. Rows of two vectors or more go in one pass over dy, which saves reading dz back (a Dense layer's
 // bias gradient), with the bits of activation_pullback row by row and row_sums_add. Shorter rows are
-// summed value by value, and those loads of a dz just stored wait for the store (LeNet5's Dense<120>
-// pullback, chunks of 16: 20.9 -> 21.4 us), so there all of dz is made first: rows back to back (ld ==
+// summed value by value, and those loads of a dz just stored wait for the store (slower for LeNet5's
+// Dense layers at a chunk of 16), so there all of dz is made first: rows back to back (ld ==
 // N) by one flat activation_pullback over M N values, as Dense's two passes did, whose vectors run
 // across rows (for an activation whose scalar and vector forms round differently, exp-based ones, some
 // of dz then differs in the last bits from a pullback row by row).
@@ -147,9 +147,9 @@ void add_to(T* dst, const T* src, size_t n) {
 }
 
 // One row of outer_product, r[n] (+)= xm y[n] for n from `n` in vectors V as far as whole ones reach;
-// returns where it stopped. A function, always inlined, where it was a lambda: in one program (the
-// LibTorch 1.13 comparison, whose TU is large) GCC kept the lambda out of line, with N unknown, and the
-// tiny MLP's one-sample forward + pullback took 0.8-1.5 us there against 0.19 us in another.
+// returns where it stopped. A function, always inlined, where it was a lambda: in a large translation
+// unit GCC kept the lambda out of line, with N unknown, and the one-sample forward + pullback took
+// several times as long.
 template <bool accumulate, class V, class T>
 [[gnu::always_inline]] inline size_t outer_product_row(size_t n, size_t N, T xm, const T* y, T* r) {
     const V xv(xm);
@@ -164,7 +164,7 @@ template <bool accumulate, class V, class T>
 // C[m, n] += x[m] y[n] (accumulate), or C[m, n] = x[m] y[n]: the weight gradient of one sample, an outer
 // product, vectorised along n, with a half- and a quarter-width vector where they fit (a layer of 4 or 8
 // outputs). Always inlined: with the layer's M and N known, the loops unroll and the vector widths that
-// do not fit drop out (the tiny MLP's one-sample forward + pullback: 0.32 -> 0.25 us).
+// do not fit drop out.
 template <bool accumulate, class T>
 [[gnu::always_inline]] inline void outer_product(size_t M, size_t N, const T* x, const T* y, T* c, size_t ldc) {
     constexpr size_t W = simd::width<T>;
@@ -316,9 +316,9 @@ inline void transpose_strip(const float* const* rows, size_t length, float* out,
 #endif
 
 // The same without a conversion. Floats with at least one block of features (LeNet5's 784 pixels)
-// take detail::gather_transpose_blocked: with AVX-512, 3.6x faster than the loop above on 10,000
-// images (7.4 -> 2.0 ms), whose strided stores were 11 % of an inference pass; with AVX2's 8 x 8
-// blocks on Zen 3, 2.4x (7.9-8.2 -> 3.4 ms, docs/profile.md). That loop is its scalar twin.
+// take detail::gather_transpose_blocked, whose blocks are transposed in registers and stored as whole
+// vectors, where the loop above stores every value to another cache line (docs/profile.md). That loop
+// is its scalar twin.
 template <class S, class D>
 void gather_transpose(const S* src, size_t F, const std::uint32_t* index, size_t n, D* dst) {
 #if !defined(CHAINLET_SCALAR) && defined(__AVX__)

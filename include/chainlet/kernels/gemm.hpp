@@ -80,9 +80,8 @@ inline constexpr size_t fixed_k<FixedKRange<K>> = K;
 
 // A row stride of A that the compiler knows to be 1: A's rows adjacent, as in W X with W stored
 // input-major (a Dense layer's forward). With the stride a run-time value, GCC 12 addressed a tile's
-// broadcasts through a chain of additions per k step (one per row), and LeNet5's Dense<120> forward on
-// a chunk of 16 ran at 115-123 GFLOP/s (Intel Xeon, 1 thread) against 128-138 with it known
-// (docs/profile.md, 2026-11-27, 08:54-).
+// broadcasts through a chain of additions per k step (one per row: more integer instructions than FMAs
+// in a one-vector tile); known, they are constant offsets from one pointer.
 struct UnitStride {
     constexpr operator ptrdiff_t() const { return 1; }
 };
@@ -138,15 +137,13 @@ inline void nn_tile_with(const Tile<T, AOff, BOff, ARs, KR>& t, const size_t* st
         storev(p, v);
     };
     // Every loop over the tile fully unrolled, so that acc lives in registers: GCC 12 left the first
-    // and last of these rolled in the staircase tiles, and acc then on the stack. Other tiles gained
-    // too (LeNet5's Dense weight gradients, per chunk of 16: 11.7 -> 10.7 us for 256 x 120,
-    // 4.3 -> 3.9 for 120 x 84, 1.5 -> 1.3 for 84 x 10; same bits).
+    // and last of these rolled in the staircase tiles, and acc then on the stack. The other tiles run
+    // faster unrolled too, with the same bits.
     V acc[MR][NR];
     // Sums from 0 over every column start with the first product, a multiplication, where MR x NR
-    // copies of a zero register cost the FP pipes one operation each (x86's FMA overwrites its addend,
-    // so fma(a, b, 0) needs the copies too): the tiny MLP's Dense<16> input gradient, 32 x 560 x 16 on
-    // Zen 4, 89 -> 92-93 % of the peak. The same sums up to the sign of an exact zero: a sum whose
-    // products are all -0 is now -0 (from +0 it was +0). The staircase tiles still start from +0.
+    // copies of a zero register would cost the FP pipes one operation each (x86's FMA overwrites its
+    // addend, so fma(a, b, 0) needs the copies too). The same sums up to the sign of an exact zero: a sum
+    // whose products are all -0 is -0 (from +0 it would be +0). The staircase tiles start from +0.
     constexpr bool first_product_starts = init == Init::zero && columns == Columns::all;
     auto set_start = [&]() __attribute__((always_inline)) {
 #pragma GCC unroll 16
@@ -216,8 +213,7 @@ inline void nn_tile_with(const Tile<T, AOff, BOff, ARs, KR>& t, const size_t* st
 #pragma GCC unroll 16
         for (int j = 0; j < NR; ++j) {
             // Without an epilogue C is the pre-activation and z is null (gemm_nn asserts it); known at
-            // compile time, the z branch's addresses no longer spill the tile's registers: the tiny MLP's
-            // Dense<16> input gradient, 32 x 560 x 16 on Zen 4, went from 79-84 % to 88-89 % of the peak.
+            // compile time, so that the z branch's store addresses do not spill the tile's registers.
             if constexpr (!std::is_same_v<Epilogue, NoEpilogue>)
                 if (t.z) store(j, t.z + i * t.c_is + j * c_js, acc[i][j]);
             store(j, t.c + i * t.c_is + j * c_js, Epilogue::value(acc[i][j]));
@@ -245,29 +241,24 @@ inline Tile<T, AOff, BOff, ARs, KR> moved(Tile<T, AOff, BOff, ARs, KR> t, size_t
 
 // Vectors along a register tile's wide side: MR x 4 accumulators with 32 vector registers (AVX-512),
 // MR x 2 with 16 (AVX2): 4 x 4 accumulators, the B vectors and a broadcast do not fit 16 registers, and
-// GCC then keeps accumulators on the stack (docs/profile.md, 2026-11-25, a Zen 3 core).
+// GCC then keeps accumulators on the stack.
 inline constexpr int tile_vectors = simd::vector_registers >= 32 ? 4 : 2;
 
 // Rows of nn_panel's tiles of a single vector: 16 with 32 vector registers, 8 with 16 (then 8
-// accumulators, the B vector and a broadcast). Dense forwards on a chunk of 16 (Intel Xeon, 1 thread,
-// A's row stride known), 8 -> 16 rows: 256 -> 120 7.7-8.1 -> 7.4-7.6 us, 120 -> 84 2.45-2.46 ->
-// 2.28-2.30, 64 -> 64 0.97-0.98 -> 0.84-0.87; their input gradients unchanged (docs/profile.md,
-// 2026-11-27, 08:54-).
+// accumulators, the B vector and a broadcast). More rows share each B vector: the Dense forwards on a
+// chunk of one vector run faster with 16 than with 8, their input gradients the same.
 inline constexpr int one_vector_rows = simd::vector_registers >= 32 ? 16 : 8;
 
 // nn_panel's full tiles: panel_rows x panel_vectors accumulators, 8 x 3 with 32 vector registers (24
 // accumulators, 3 B vectors and a broadcast; 11 loads per 24 FMAs against 8 per 16 in 4 x 4), 4 x 2 with
-// 16. Dense<16>'s input gradient, 32 x 560 x 16, on an Intel Xeon, 1 thread: 3.9-4.6 us in 4 x 4 tiles a
-// row block at a time (before), 3.5-3.9 in 4 x 4 by column, 3.1-3.9 in 8 x 3 by column (docs/profile.md,
-// 2026-11-28, 15:50-).
+// 16.
 inline constexpr int panel_rows = simd::vector_registers >= 32 ? 8 : 4;
 inline constexpr int panel_vectors = simd::vector_registers >= 32 ? 3 : 2;
 
 // A reduction of at most short_reduction terms known at compile time (gemm_nn_fixed_k) takes tiles of
 // short_reduction_rows rows and one vector with 32 vector registers: with so few FMAs per output the
-// tile's stores and epilogue weigh more than its loads. The tiny MLP's first layer, 32 x 560 x 4 with
-// tanh, Zen 4: 15.0-15.3 -> 14.4-14.6 cycles a vector (8 x 3 tiles, K a run-time value, before); with
-// K = 8, both at compile time, 8 x 3 -> 16 x 1: 19.1 -> 18.6 (docs/profile.md, 2026-11-30, 11:14-).
+// tile's stores and epilogue weigh more than its loads, and a tall tile of one vector does them with
+// fewer instructions than 8 x 3 (the tiny MLP's first layer, 4 inputs with tanh).
 inline constexpr size_t short_reduction = 8;
 inline constexpr int short_reduction_rows = 16;
 
@@ -297,10 +288,8 @@ template <int B = 4, class F>
 // The tiles of row block m from n to n_end (NR vectors of V each), contiguous. A function of its own
 // for each tile shape, never inlined: with every shape's loop in one function (nn_panel's lambda) and
 // the tile read through a reference, GCC 12 kept accumulators of the full tile on the stack (an FMA with
-// a memory operand and a store per update), in float and double. Measured on gemm_nn, 1 thread,
-// AVX-512, float / double: 32 x 640 x 32 from 87 / 45 to 104 / 53 GFLOP/s, 32 x 576 x 4 from 47 / 21
-// to 74 / 34 (docs/profile.md); a hand-written loop over the full tile alone reaches about 110 / 55.
-// Flattened for the reason given at nn_tiles_by_column.
+// a memory operand and a store per update), in float and double. Flattened for the reason given at
+// nn_tiles_by_column.
 template <class Epilogue, Init init, class V, int MR, int NR, class T, class AOff, class BOff, class ARs, class KR>
 [[gnu::noinline, gnu::flatten]] void nn_tile_run(const Tile<T, AOff, BOff, ARs, KR>& t, size_t m, size_t n, size_t n_end) {
     for (; n < n_end; n += NR * lanes<V>)
@@ -364,9 +353,9 @@ void nn_panel(size_t M, size_t N, const Tile<T, AOff, BOff, ARs, KR>& t) {
         }
         // Columns that end in a part of a vector: with masks, a column of MR x NV tiles down the rows whose
         // last vector is masked, instead of the tiles below, which run the part in narrower vectors and
-        // scalars, each in a pass over the rows of its own (LeNet5's Dense<10> pullback, whose weight
-        // gradient is 84 x 10 over a chunk of 16, AVX-512 float: 1.3 -> 0.7 us per chunk; Sapphire
-        // Rapids-class VM). The masked lanes compute on zeros and are never stored. The sums are those of
+        // scalars, each in a pass over the rows of its own (for 10 columns, the two scalar columns cost
+        // more than the eight of the half vector). The masked lanes compute on zeros and are never
+        // stored. The sums are those of
         // the tiles below; the epilogue is the vector form in every column, where the scalar columns
         // below take the scalar form (std::exp and the like for sigmoid, softplus, GELU, whose xsimd
         // forms may differ in the last bit).
@@ -553,8 +542,8 @@ void gemm_nt(size_t M, size_t P, size_t K, const T* a, size_t lda, const T* b, s
 //   dx[m, k] = sum_p w[m * P + p] dz[p, k] (gemm_nn with A = W, Init::zero; row stride ldx)
 // Each tile of 4 rows of A (2 for P > 2 with 16 vector registers) loads P dz vectors per k step for its
 // FMAs with A's rows and makes those rows' dx vectors from the same registers. Separately, gemm_nt loaded each dz vector for 4 FMAs and
-// gemm_nn read dz again for dx (the tiny MLP's Dense<4>, 16 inputs, 560 samples: 1.18 + 1.03 us per
-// chunk against 0.61 + 0.61 at the FMA peak). The sums are theirs, in the same order: C's are
+// gemm_nn read dz again for dx: the two took nearly twice their time at the FMA peak. The sums are
+// theirs, in the same order: C's are
 // nt_tile's (gemm_nt's bits for P = 4 and whole tiles of 4 rows; its other tiles group the horizontal
 // sums differently), dx's start from 0 and add p = 0, 1, ... by FMA (gemm_nn's bits, up to the sign of an
 // exact zero (gemm_nn starts with the first product), where it takes whole
@@ -614,8 +603,7 @@ void gemm_nt_nn_few_reference(size_t M, size_t P, size_t K, const T* a, size_t l
 // order (hsum_add reduces a tile's vectors in groups). The bias sums are made the same way (lane by lane along k, then the lanes), not
 // in row_sums_add's order (two alternating vectors). Separate passes
 // (activation_pullback, gemm_nt, row_sums_add) wrote dz and read it back twice, and their tiles loaded
-// each x vector for only 4 FMAs: the tiny MLP's first layer (4 -> 32 tanh, 576 samples) measured in
-// docs/profile.md.
+// each x vector for only 4 FMAs.
 template <class Act, size_t M, class T>
 void gemm_nt_activation(size_t P, size_t K, const T* a, size_t lda, T* dy, const T* s, size_t ld, T* c,
                         size_t ldc, T* db, bool store_dz) {
@@ -661,8 +649,8 @@ void gemm_nt_reference(size_t M, size_t P, size_t K, const T* a, size_t lda, con
 
 // gemv_t's NV output vectors V at n. Four partial sums per output vector break the FMA dependency chain
 // along k (latency 4, which a single chain would pay K times); two output vectors at once give the FMA
-// pipes eight independent chains (with one, the tiny MLP's 32-input layer waited on latency: its
-// one-sample forward + pullback took 4 % longer). Each vector's sums are the same either way.
+// pipes eight independent chains (with one, a 32-input layer waits on the latency). Each vector's sums
+// are the same either way.
 template <class V, size_t NV, class Epilogue, class T>
 [[gnu::always_inline]] inline void gemv_t_block(size_t n, size_t K, const T* x, const T* b, size_t ldb, const T* bias,
                                                 T* y, T* z) {
@@ -705,8 +693,7 @@ inline size_t gemv_t_vectors(size_t n, size_t N, size_t K, const T* x, const T* 
 // y[n] = epilogue(bias[n] + sum_k x[k] B[k, n]): the one-sample dense forward. Outputs past the last
 // full vector take a half- and a quarter-width vector where they fit: the 4-output last layer of the
 // tiny MLP otherwise ran 4 scalar chains of K dependent FMAs. (The vector loops are a function, not a
-// lambda: as a lambda, the GRU's one-sequence inference, which calls this with bias == y, ran 16 %
-// slower.)
+// lambda: GCC 12 compiled the lambda worse where bias == y, the GRU's one-sequence inference.)
 template <class Epilogue, class T>
 void gemv_t(size_t N, size_t K, const T* x, const T* b, size_t ldb, const T* bias, T* y,
             std::type_identity_t<T*> z = nullptr) {
@@ -729,8 +716,8 @@ void gemv_t(size_t N, size_t K, const T* x, const T* b, size_t ldb, const T* bia
 
 // gemv_t with N and K known at compile time and B stored with row stride N, as a function of its own
 // that is never inlined: the one-sample forward of a Dense layer, specialised for the layer's shape
-// whichever way GCC decides to inline elsewhere. Called directly, gemv_t's time depended on the rest of
-// the program (inlined into a chain's forward it ran slower; docs/profile.md has the figures).
+// whichever way GCC decides to inline elsewhere. Called directly, gemv_t's code depended on the rest of
+// the program (inlined into a chain's forward, it lost its constant sizes and ran slower).
 template <class Epilogue, size_t N, size_t K, class T>
 [[gnu::noinline, gnu::flatten]] void gemv_t_fixed(const T* x, const T* b, const T* bias, T* y, T* z) {
     gemv_t<Epilogue>(N, K, x, b, N, bias, y, z);
@@ -742,8 +729,8 @@ template <class Epilogue, size_t N, size_t K, class T>
 // (one transposing tree: simd::hsum_store, or haddp for a half or quarter vector), in the widest vector
 // that K fills. gemm_nt with one
 // row did this before: on AVX2 its tiles of 4 rows each paid a horizontal sum (the grouped reduction
-// takes 8), and a K below the vector width (the tiny MLP's 4 outputs) ran in scalar; the tiny MLP's
-// one-sample forward + pullback spent 31 % of its time there (docs/profile.md).
+// takes 8), and a K below the vector width (the tiny MLP's 4 outputs) ran in scalar: the largest part
+// of the tiny MLP's one-sample forward + pullback.
 template <class V, class T>
 [[gnu::always_inline]] inline size_t gemv_rows_vectors(size_t P, size_t K, const T* b, size_t ldb, const T* a, T* c) {
     constexpr size_t L = lanes<V>;

@@ -327,8 +327,8 @@ inline V minus_nearest_half(V c, V s) {
 }  // namespace detail
 
 // The float tanh's form: the table below where AVX-512 looks it up with one permute; elsewhere the
-// rational, since AVX2 has no such lookup (its 8-lane gather made the tanh 50 FMA cycles per 16 lanes
-// against the rational's 12.4, Zen 4 in an AVX2 build). Vector and scalar forms use the same one.
+// rational, since AVX2 has no such lookup (through its 8-lane gather the table form was about four
+// times slower than the rational; docs/profile.md). Vector and scalar forms use the same one.
 #if !defined(CHAINLET_SCALAR) && defined(__AVX512F__)
 inline constexpr bool tanh_from_table = true;
 #else
@@ -341,9 +341,8 @@ inline constexpr bool tanh_from_table = false;
 // ulp of std::tanh after it (5.2 over every third float of [0, 12]). x is clamped to +-8, where tanh is
 // 1 - 2.3e-7 (4 ulp below 1): with a clamp at 8.1 or beyond, rounding took the result above 1; |tanh| <=
 // 1 is kept. P is monic, so its first Horner step is an addition. Per vector: 9 multiplies or FMAs, one
-// addition, one division: 12.0-12.8 cycles a vector in a streaming loop on Zen 4 (11.7 in a later
-// session's loop, beside the table tanh below), against 19.3 for Eigen's 13/6 approximation with a
-// Newton-refined reciprocal estimate (docs/profile.md, 2026-11-25 and 2026-11-30).
+// addition, one division (a true division: a reciprocal estimate and its Newton step take more of the FMA
+// pipes than the division does; docs/profile.md compares the forms).
 template <class V>
 inline V tanh_rational(V x) {
     // The clamp's bound first: x86's min and max return their second operand when one is NaN, so a NaN x
@@ -369,9 +368,8 @@ inline V tanh_rational(V x) {
 // std::tanh (tests/test_activations.cpp); tanh(0) is 0, +-inf gives exactly +-1 (a = 15.5 gives tanh a =
 // 1, and then the quotient is exactly 1), NaN stays NaN (through b).
 // Cost per 16 lanes: 6 multiplies or FMAs and a division, the additions, logic and permute beside them
-// on their own pipes. Measured on Zen 4 in a streaming loop: 10.1 cycles a vector against the rational's
-// 11.7 (docs/profile.md, 2026-11-30, 07:50-); the division is about 4 of them (a chain of 10 FMAs takes
-// 9.9 cycles a vector, 13.9 with a division; 2026-11-25), which no table form undercut (2026-11-30, 11:14-).
+// on their own pipes: three multiplies fewer than tanh_rational. The forms that avoid the division
+// (reciprocal estimates, per-interval polynomials) cost more (docs/profile.md).
 // Elsewhere in float, tanh_rational. In double, the accurate library tanh, since double is what the
 // gradient checks and scientific users run.
 template <class V>
