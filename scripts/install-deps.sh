@@ -25,7 +25,8 @@ for arg in "$@"; do
   case $arg in
     --sanitize) packages+=(clang libclang-rt-14-dev libomp-dev) ;;
     --fuzz) packages+=(clang libclang-rt-14-dev) ;;
-    # scripts/test-aarch64.sh: the arm64 zlib comes from Debian's multiarch archive
+    # scripts/test-aarch64.sh: the arm64 zlib comes from the multiarch archive (Debian; on Ubuntu, arm64
+    # packages live on ports.ubuntu.com, which its sources must name first)
     --aarch64) packages+=(g++-aarch64-linux-gnu qemu-user zlib1g-dev:arm64) ;;
   esac
 done

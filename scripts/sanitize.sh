@@ -21,7 +21,7 @@ start=$(date +%s)
 # -fsanitize=address,undefined 2.7 times faster at -O0 than at -O1 (test_chain.cpp: 26 s against 70 s;
 # -O1 with -g1 made this stage ~42 minutes of a 65-minute CI run on the Zen 3 machine kind).
 # clang++ rather than g++ 12, for the time: side by side at -O0, clang 14 compiles a test
-# program 2.3 times faster (the tests_training unit: 39 s against 90 s of user time) and its tests run
+# program 2.3 times faster (the former tests_training unit: 39 s against 90 s of user time) and its tests run
 # 1.7-1.9 times slower (four test cases); the build is about 70 % of the stage with g++ (921 of 1323 s
 # in CI's run of 7ea930c). At -O1 clang's tests run ~20 times faster than g++'s at -O0, but test_conv's
 # program compiles 5 times slower than at -O0 (604 s against 115 s); docs/profile.md, "Build cost".

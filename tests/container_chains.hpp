@@ -1,4 +1,4 @@
-// Container chains shared by the container tests (test_containers.cpp, test_container_chains.cpp): a
+// Container chains shared by the container tests (test_containers*.cpp, test_container_chains.cpp): a
 // residual MLP, a small DeepONet (Parallel<Dot> over two Slices) and a mix of Concat, Sum and Residual.
 #pragma once
 

@@ -1,4 +1,4 @@
-// A convolution straight from the definition, for the Conv tests (test_conv.cpp,
+// A convolution straight from the definition, for the Conv tests (conv_gradient_check.hpp,
 // test_conv_one_sample.cpp).
 #pragma once
 

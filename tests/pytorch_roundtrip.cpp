@@ -1,11 +1,14 @@
-// The C++ half of the PyTorch round trip (tests/pytorch_roundtrip.py drives it):
-//   pytorch_roundtrip export <dir>   writes <model>_<dtype>.safetensors (parameters, trained a few steps)
+// The C++ half of the PyTorch round trip (tests/pytorch_roundtrip.py drives it), as two programs with
+// half the models each (pytorch_roundtrip_1, _2; see run() below):
+//   pytorch_roundtrip_<part> export <dir>
+//                                     writes <model>_<dtype>.safetensors (initial parameters, each moved)
 //                                     and <model>_<dtype>_io.safetensors ("inputs" in chainlet's layout,
 //                                     "outputs" = chainlet's predictions) for every model and dtype
-//   pytorch_roundtrip import <dir>   reads <model>_<dtype>_torch.safetensors and ..._torch_io.safetensors
+//   pytorch_roundtrip_<part> import <dir>
+//                                     reads <model>_<dtype>_torch.safetensors and ..._torch_io.safetensors
 //                                     written by PyTorch, predicts, and compares with PyTorch's outputs
 // Models: an MLP with tanh, a small conv chain (valid and same padding, pooling, flatten, dense),
-// LeNet5, a Conv1D sequence net, a strided-conv net with average pooling, issue 13's activations and
+// LeNet5, a Conv1D sequence net, a strided-conv net with average pooling, standalone activations and
 // norms, and a GRU (whole sequence) into an LSTM (last state). Predictions agree when
 // max|chainlet - torch| <= 1e-5 max|torch| (exit status 1 otherwise).
 #include <cmath>
@@ -35,7 +38,7 @@ using LeNet5 = Chain<Input<28, 28, 1>, Conv<5, 5, 6, ReLU>, MaxPool<2, 2>, Conv<
 using Issue13 = Chain<Input<4, 3, 2>, Conv<2, 2, 3>, ActivationLayer<ELU>, Flatten, LayerNorm, Dropout<25>,
                       Dense<8, GELUExact>, RMSNorm, Dense<5, LeakyReLU<1, 5>>, ActivationLayer<SiLU>, Dense<3>, Softmax>;
 
-// issue 13 (layers13b): a sequence (L, C) net with Conv1D (same, stride, dilation), MaxPool1D, AvgPool1D
+// A sequence (L, C) net with Conv1D (same, stride, dilation), MaxPool1D, AvgPool1D
 // and Flatten of a sequence; an image net with a strided Conv, AvgPool and GlobalAvgPool.
 using SeqConv = Chain<Input<20, 3>, Conv1D<5, 8, ReLU, Padding::same>, MaxPool1D<2>, Conv1D<3, 6, Tanh, Padding::valid, 2>,
                       AvgPool1D<2>, Conv1D<2, 4, Softplus, Padding::same, 1, 2>, Flatten, Dense<3>>;

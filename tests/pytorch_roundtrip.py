@@ -3,7 +3,7 @@
 
   pytorch_roundtrip.py <pytorch_roundtrip program>... <work dir>
 
-1. chainlet -> PyTorch: the C++ program exports trained models (an MLP with tanh, a small conv chain,
+1. chainlet -> PyTorch: the C++ programs export models (random parameters) (an MLP with tanh, a small conv chain,
    LeNet5, a Conv1D sequence net, a strided-conv net with average pooling, a GRU into an LSTM; float32 and float64) and its predictions on fixed inputs; this script reads the files with
    json + numpy only, builds the equivalent nn.Sequential (written out here, independently of the C++
    side), loads the weights with load_state_dict(strict=True) and compares the predictions.

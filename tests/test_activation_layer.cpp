@@ -1,7 +1,7 @@
 // ActivationLayer<Act> and Softmax: the layer checker (finite differences in double, float against
 // double, the pullback rules) on flat inputs and images and on odd chunk sizes, values against the
 // definition, and the metadata PyTorch needs. The activations fused into Dense and Conv are in
-// test_activations_fused.cpp.
+// test_activations_fused*.cpp.
 #include <catch2/catch.hpp>
 
 #include <cmath>

@@ -18,7 +18,7 @@ namespace test_conv_one_sample {
 using namespace chainlet;
 
 // Whether simd::fma on vectors rounds once, as the scalar std::fma does: it does wherever the target has an
-// FMA instruction (simd.hpp writes the instruction out); a build without one (the portable SSE2 build)
+// FMA instruction (simd.hpp writes the instruction out); an x86-64 build without FMA (no -mfma)
 // rounds a * b + c twice. Only then do the vector and the scalar routes give the same bits.
 // (1 + e)^2 - (1 + 2e) with e = 2^-12 in float, 2^-27 in double: e^2 fused, 0 rounded twice.
 template <class T>

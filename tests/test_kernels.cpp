@@ -527,7 +527,7 @@ TEST_CASE("the SIMD kernels are the build's", "[kernel]") {
 #else
     REQUIRE(simd::enabled);
 #if defined(__aarch64__)
-    REQUIRE(std::string(simd::arch_name) == "neon64");
+    REQUIRE(std::string(simd::arch_name) == xsimd::neon64::name());
     REQUIRE(simd::width<float> == 4);
 #elif defined(__AVX512F__)
     REQUIRE(simd::width<float> == 16);

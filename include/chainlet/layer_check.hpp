@@ -418,11 +418,11 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
             for (std::size_t i = 0; i < v.size(); ++i) {
                 const double keep = v[i];
                 v[i] = keep + o.step;
-                const double up = params ? f(v, x) : f(p, v);
+                const double f_up = params ? f(v, x) : f(p, v);
                 v[i] = keep - o.step;
-                const double down = params ? f(v, x) : f(p, v);
+                const double f_down = params ? f(v, x) : f(p, v);
                 v[i] = keep;
-                fd[i] = (up - down) / (2 * o.step);
+                fd[i] = (f_up - f_down) / (2 * o.step);
             }
             return detail::finite_difference_error(fd, grad, o.floor);
         };

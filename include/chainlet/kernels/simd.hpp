@@ -45,7 +45,8 @@ template <class T>
 inline constexpr std::size_t width = xsimd::batch<T>::size;
 inline constexpr const char* arch_name = xsimd::default_arch::name();
 // Vector registers the compiler may use: 32 with AVX-512 (zmm0-31), else taken as 16 (AVX and SSE on
-// x86-64); a kernel sizes its register tiles by it.
+// x86-64; aarch64 has 32 NEON registers, of which the tiles sized for 16 use half); a kernel sizes its
+// register tiles by it.
 #ifdef __AVX512F__
 inline constexpr int vector_registers = 32;
 #else
@@ -202,8 +203,11 @@ inline void hsum_store(const vec<T>* v, T* out) { hsums<false, T, count>(v, out)
 // FMA that uses it (folding the load into the FMA), which doubles the loads of a register tile.
 template <class V>
 inline V pinned(V v) {
-#ifndef CHAINLET_SCALAR
-    if constexpr (is_vector<V>) __asm__("" : "+v"(v.data));
+#if defined(CHAINLET_SCALAR)
+#elif defined(__aarch64__)
+    if constexpr (is_vector<V>) __asm__("" : "+w"(v.data));  // "w": an Advanced SIMD register
+#else
+    if constexpr (is_vector<V>) __asm__("" : "+v"(v.data));  // "v": any SSE/AVX/AVX-512 register
 #endif
     return v;
 }

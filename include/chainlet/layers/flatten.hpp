@@ -34,7 +34,7 @@ struct Flatten {
         template <class T>
         static void pullback(const T*, T*, const T*, const T*, T*, T*, T* dy, T* dx, std::size_t n) {
             // A loop, not std::copy_n: g++ 12 with AVX2 inlined copy_n's memmove into a strided network's
-            // pullback (tests/test_conv1d.cpp) and warned -Warray-bounds about a region it took for empty.
+            // pullback (tests/test_conv1d_training.cpp) and warned -Warray-bounds about a region it took for empty.
             if (dx)
                 for (std::size_t i = 0; i < in_size * n; ++i) dx[i] = dy[i];
         }
