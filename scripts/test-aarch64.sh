@@ -9,4 +9,9 @@ cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake -DCHAINLET_SIMD=neon -DCHAINLET_MPI=OFF \
   -DCHAINLET_BUILD_EXAMPLES=OFF -DCHAINLET_BUILD_BENCHMARKS=OFF -DCHAINLET_INSTALL=OFF > /dev/null
 cmake --build build-aarch64 --target core_tests
-scripts/run-core-tests.sh build-aarch64 "qemu-aarch64 -L /usr/aarch64-linux-gnu"
+# Not test_derivative_passes and test_hvp, whose cases run on 2 threads: under Debian 12's qemu-user 7.2
+# a two-thread libgomp program does not finish (200 empty parallel regions: still running after 60 s,
+# with OMP_WAIT_POLICY=passive too), and those cases hang here. Their first cases passed under
+# qemu (run with the cases named "... threads ..." excluded, each program still hung in a later 2-thread
+# case); the native and AVX2 stages run them all.
+scripts/run-core-tests.sh build-aarch64 "qemu-aarch64 -L /usr/aarch64-linux-gnu" "test_derivative_passes test_hvp"
