@@ -20,6 +20,14 @@
 
 namespace test {
 
+// The layer checker's options for the layers checked on odd chunk sizes: one sample, a partial vector,
+// vectors and a tail, several vectors and a tail.
+inline chainlet::LayerCheckOptions odd_chunk_options() {
+    chainlet::LayerCheckOptions o;
+    o.chunk_sizes = {1, 3, 17, 35};
+    return o;
+}
+
 template <class T = double>
 std::vector<T> random_vector(std::size_t n, std::uint64_t seed, double scale = 1.0) {
     chainlet::Rng rng(seed);

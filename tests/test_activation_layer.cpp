@@ -17,24 +17,14 @@ namespace test_activation_layer {
 using namespace chainlet;
 using LeakyLayer = ActivationLayer<LeakyReLU<1, 5>>;  // aliases: a comma splits a Catch macro argument
 
-namespace {
-
-LayerCheckOptions options() {
-    LayerCheckOptions o;
-    o.chunk_sizes = {1, 3, 17, 35};
-    return o;
-}
-
-}  // namespace
-
 TEMPLATE_TEST_CASE("ActivationLayer: the layer checker on a flat input and an image", "[activation_layer][gradient]",
                    ActivationLayer<Identity>, ActivationLayer<ReLU>, ActivationLayer<Tanh>, ActivationLayer<Sigmoid>,
                    ActivationLayer<Softplus>, ActivationLayer<GELU>, ActivationLayer<ELU>, LeakyLayer,
                    ActivationLayer<SiLU>, ActivationLayer<GELUExact>) {
-    const auto flat = check_layer<TestType, Input<7>>(options());
+    const auto flat = check_layer<TestType, Input<7>>(test::odd_chunk_options());
     INFO(flat.report());
     REQUIRE(flat.passed());
-    const auto image = check_layer<TestType, Input<3, 2, 5>>(options());
+    const auto image = check_layer<TestType, Input<3, 2, 5>>(test::odd_chunk_options());
     INFO(image.report());
     REQUIRE(image.passed());
 }
@@ -49,7 +39,7 @@ TEST_CASE("ActivationLayer: values are the activation's, element by element", "[
 }
 
 TEST_CASE("Softmax: the layer checker, and outputs that are probabilities", "[softmax][gradient]") {
-    const auto r = check_layer<Softmax, Input<11>>(options());
+    const auto r = check_layer<Softmax, Input<11>>(test::odd_chunk_options());
     INFO(r.report());
     REQUIRE(r.passed());
     using B = Softmax::bound<Shape<6>>;

@@ -13,16 +13,6 @@ namespace test_activations_fused {
 
 using namespace chainlet;
 
-namespace {
-
-LayerCheckOptions options() {
-    LayerCheckOptions o;
-    o.chunk_sizes = {1, 3, 17, 35};
-    return o;
-}
-
-}  // namespace
-
 using DenseElu = Dense<9, ELU>;
 using DenseLeaky = Dense<9, LeakyReLU<>>;
 using DenseSilu = Dense<9, SiLU>;
@@ -32,13 +22,13 @@ using ConvLeaky = Conv<2, 2, 3, LeakyReLU<1, 5>>;
 
 TEMPLATE_TEST_CASE("ELU, LeakyReLU, SiLU, GELUExact fused into Dense: the layer checker", "[activation][gradient]",
                    DenseElu, DenseLeaky, DenseSilu, DenseGeluExact) {
-    const auto r = check_layer<TestType, Input<6>>(options());
+    const auto r = check_layer<TestType, Input<6>>(test::odd_chunk_options());
     INFO(r.report());
     REQUIRE(r.passed());
 }
 
 TEMPLATE_TEST_CASE("ELU and LeakyReLU fused into Conv: the layer checker", "[activation][gradient]", ConvElu, ConvLeaky) {
-    const auto r = check_layer<TestType, Input<4, 3, 2>>(options());
+    const auto r = check_layer<TestType, Input<4, 3, 2>>(test::odd_chunk_options());
     INFO(r.report());
     REQUIRE(r.passed());
 }

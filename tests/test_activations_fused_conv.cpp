@@ -11,22 +11,12 @@ namespace test_activations_fused_conv {
 
 using namespace chainlet;
 
-namespace {
-
-LayerCheckOptions options() {
-    LayerCheckOptions o;
-    o.chunk_sizes = {1, 3, 17, 35};
-    return o;
-}
-
-}  // namespace
-
 using ConvSilu = Conv<2, 2, 3, SiLU, Padding::same>;
 using ConvGeluExact = Conv<2, 2, 3, GELUExact>;
 
 TEMPLATE_TEST_CASE("SiLU and GELUExact fused into Conv: the layer checker", "[activation][gradient]", ConvSilu,
                    ConvGeluExact) {
-    const auto r = check_layer<TestType, Input<4, 3, 2>>(options());
+    const auto r = check_layer<TestType, Input<4, 3, 2>>(test::odd_chunk_options());
     INFO(r.report());
     REQUIRE(r.passed());
 }

@@ -13,27 +13,17 @@ namespace test_norm {  // several test files make one program (tests/CMakeLists.
 
 using namespace chainlet;
 
-namespace {
-
-LayerCheckOptions options() {
-    LayerCheckOptions o;
-    o.chunk_sizes = {1, 3, 17, 35};
-    return o;
-}
-
-}  // namespace
-
 TEST_CASE("LayerNorm: the layer checker", "[layer_norm][gradient]") {
-    for (const auto& r : {check_layer<LayerNorm, Input<2>>(options()), check_layer<LayerNorm, Input<7>>(options()),
-                          check_layer<LayerNorm, Input<33>>(options())}) {
+    for (const auto& r : {check_layer<LayerNorm, Input<2>>(test::odd_chunk_options()), check_layer<LayerNorm, Input<7>>(test::odd_chunk_options()),
+                          check_layer<LayerNorm, Input<33>>(test::odd_chunk_options())}) {
         INFO(r.report());
         REQUIRE(r.passed());
     }
 }
 
 TEST_CASE("RMSNorm: the layer checker", "[rms_norm][gradient]") {
-    for (const auto& r : {check_layer<RMSNorm, Input<3>>(options()), check_layer<RMSNorm, Input<7>>(options()),
-                          check_layer<RMSNorm, Input<33>>(options())}) {
+    for (const auto& r : {check_layer<RMSNorm, Input<3>>(test::odd_chunk_options()), check_layer<RMSNorm, Input<7>>(test::odd_chunk_options()),
+                          check_layer<RMSNorm, Input<33>>(test::odd_chunk_options())}) {
         INFO(r.report());
         REQUIRE(r.passed());
     }
