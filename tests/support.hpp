@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "chainlet/layer_check.hpp"
@@ -25,6 +26,14 @@ namespace test {
 inline chainlet::LayerCheckOptions odd_chunk_options() {
     chainlet::LayerCheckOptions o;
     o.chunk_sizes = {1, 3, 17, 35};
+    return o;
+}
+
+// The layer checker's options for these chunk sizes and tolerance.
+inline chainlet::LayerCheckOptions chunk_options(std::vector<std::size_t> chunk_sizes, double tolerance) {
+    chainlet::LayerCheckOptions o;
+    o.chunk_sizes = std::move(chunk_sizes);
+    o.tolerance = tolerance;
     return o;
 }
 
@@ -69,6 +78,14 @@ double max_rel_diff(const A& a, const B& ref) {
         worst = worse(worst, std::abs(x - r) / std::max(std::abs(r), 1.0));
     }
     return worst;
+}
+
+// The layer checker on L bound to In (an Input), its report shown when it fails.
+template <class L, class In>
+void require_layer_check(const chainlet::LayerCheckOptions& o = {}) {
+    const auto r = chainlet::check_layer<L, In>(o);
+    INFO(r.report());
+    REQUIRE(r.passed());
 }
 
 // The layer checker (chainlet/layer_check.hpp) on a bound layer L for one chunk of n samples: returns

@@ -18,12 +18,7 @@ using namespace chainlet;
 
 namespace {
 
-template <class L, class In>
-void require_layer_check() {
-    const auto r = check_layer<L, In>();
-    INFO(r.report());
-    REQUIRE(r.passed());
-}
+using test::require_layer_check;
 
 using test::DeepONetSmall;
 using test::Mixed;

@@ -19,9 +19,7 @@ template <class L, std::size_t H, std::size_t W, std::size_t C>
 void require_layer_check_image(double tol = 1e-6) {
     LayerCheckOptions o;
     o.tolerance = tol;
-    const auto r = check_layer<L, Input<H, W, C>>(o);
-    INFO(r.report());
-    REQUIRE(r.passed());
+    test::require_layer_check<L, Input<H, W, C>>(o);
 }
 
 }  // namespace

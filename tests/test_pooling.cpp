@@ -20,11 +20,7 @@ namespace {
 
 template <class L, class In>
 void require_layer_check() {
-    LayerCheckOptions o;
-    o.chunk_sizes = {1, 3, 17, 35};
-    const auto r = check_layer<L, In>(o);
-    INFO(r.report());
-    REQUIRE(r.passed());
+    test::require_layer_check<L, In>(test::odd_chunk_options());
 }
 
 template <class B>
