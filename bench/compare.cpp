@@ -12,11 +12,13 @@
 // inside the PyTorch wheel (chainlet_compare_torch2, see bench/CMakeLists.txt): one LibTorch per
 // process, as two versions export the same symbols.
 //
-//   chainlet_compare [--quick] [--json FILE] [--threads T | --thread-count T]
+//   chainlet_compare [--quick] [--json FILE] [--threads T | --thread-count T] [--only S] [--chainlet-only]
 //     --threads T       rows with 1 and with T threads (default T: all)
 //     --thread-count T  rows with T threads only (bench/compare.sh pins each count with taskset)
 //     --only S          only the rows whose workload name contains S or one of its '|'-separated parts
 //                       ("first step", "grid": those parts)
+//     --chainlet-only   chainlet's side only (no first step, no grid), LibTorch's times null: the AVX2 build's column of
+//                       bench/compare.sh, whose rows are set against the native build's chainlet
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -27,6 +29,7 @@
 #include <functional>
 #include <numbers>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -171,9 +174,28 @@ struct Side {
     std::function<void()> step;
 };
 
+// A time for the JSON: null where it was not measured.
+std::string json_number(double x) {
+    if (!std::isfinite(x)) return "null";
+    std::ostringstream s;
+    s << x;
+    return s.str();
+}
+
+// --chainlet-only: the LibTorch side is not run, and its time is NaN (null in the JSON).
+bool chainlet_only = false;
+
 std::pair<double, double> alternate(int threads, Side& ours, Side& theirs, int rounds, double target) {
     torch::set_num_threads(threads);
     ours.setup();
+    if (chainlet_only) {
+        ours.step();
+        Timer ta;
+        ta.run(ours.step, target / 2);
+        std::vector<double> a;
+        for (int r = 0; r < rounds; ++r) a.push_back(ta.run(ours.step, target));
+        return {median(a), std::nan("")};
+    }
     theirs.setup();
     // One untimed call each first. The timer sizes its blocks on its first calls, and a one-time cost
     // there (lazy symbol binding, first-touch page faults: 25 ms and more was seen after the first-step
@@ -567,8 +589,10 @@ int main(int argc, char** argv) {
         else if (a == "--threads" && i + 1 < argc) max_threads = std::stoi(argv[++i]);
         else if (a == "--thread-count" && i + 1 < argc) only_threads = std::stoi(argv[++i]);
         else if (a == "--only" && i + 1 < argc) only = argv[++i];
+        else if (a == "--chainlet-only") chainlet_only = true;
         else {
-            std::fprintf(stderr, "usage: chainlet_compare [--quick] [--json FILE] [--threads T | --thread-count T] [--only S]\n");
+            std::fprintf(stderr, "usage: chainlet_compare [--quick] [--json FILE] [--threads T | --thread-count T] [--only S] "
+                                 "[--chainlet-only]\n");
             return 2;
         }
     }
@@ -596,7 +620,7 @@ int main(int argc, char** argv) {
         }
     };
     std::vector<FirstStep> firsts;
-    if (wanted("first step"))
+    if (wanted("first step") && !chainlet_only)
         for (int t : thread_counts)
             for (auto& f : first_steps(t, quick)) firsts.push_back(f);
     std::vector<std::pair<int, double>> peaks;
@@ -767,7 +791,7 @@ int main(int argc, char** argv) {
     }
 
     std::vector<GridPoint> grid;
-    if (wanted("grid"))
+    if (wanted("grid") && !chainlet_only)
         for (int t : thread_counts)
             for (auto& g : latency_grid(t, quick)) grid.push_back(g);
 
@@ -783,7 +807,7 @@ int main(int argc, char** argv) {
         for (std::size_t i = 0; i < rows.size(); ++i) {
             const Row& r = rows[i];
             out << "  {\"workload\": \"" << r.workload << "\", \"threads\": " << r.threads
-                << ", \"chainlet_seconds\": " << r.chainlet_s << ", \"libtorch_seconds\": " << r.libtorch_s
+                << ", \"chainlet_seconds\": " << r.chainlet_s << ", \"libtorch_seconds\": " << json_number(r.libtorch_s)
                 << ", \"flops\": " << r.flops << ", \"dtype\": \"" << (r.float64 ? "float64" : "float32") << "\"}"
                 << (i + 1 < rows.size() ? ",\n" : "\n");
         }
@@ -791,7 +815,7 @@ int main(int argc, char** argv) {
         for (std::size_t i = 0; i < grid.size(); ++i) {
             const GridPoint& r = grid[i];
             out << "  {\"model\": \"" << r.model << "\", \"batch\": " << r.batch << ", \"threads\": " << r.threads
-                << ", \"chainlet_seconds\": " << r.chainlet_s << ", \"libtorch_seconds\": " << r.libtorch_s << "}"
+                << ", \"chainlet_seconds\": " << r.chainlet_s << ", \"libtorch_seconds\": " << json_number(r.libtorch_s) << "}"
                 << (i + 1 < grid.size() ? ",\n" : "\n");
         }
         out << " ],\n \"first_step\": [\n";

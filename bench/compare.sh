@@ -2,8 +2,9 @@
 # One command for the side-by-side benchmarks against today's frameworks: installs what is needed
 # (scripts/install-deps.sh --compare: Debian's LibTorch 1.13, PyTorch 1.13 and OpenBLAS, and the pinned
 # wheels of PyTorch 2.13, JAX 0.10, optax and ONNX Runtime 1.30 in build/compare-venv), builds the two
-# comparison programs (chainlet against LibTorch 1.13 and against the wheel's LibTorch 2.13), runs every
-# framework on the same workloads with 1 and with 2 threads, each process pinned with taskset, and
+# comparison programs (chainlet against LibTorch 1.13 and against the wheel's LibTorch 2.13) and chainlet's
+# AVX2 build of the first, runs every framework on the same workloads with 1 and with 2 threads (and the
+# native and AVX2 builds of chainlet in turn), each process pinned with taskset, and
 # writes docs/benchmarks.md (with chainlet's per-layer profile, bench/profile.cpp), docs/benchmarks.json,
 # docs/benchmarks-details.json, docs/benchmarks.png, docs/latency_grid.png and the README's speed table.
 #   bench/compare.sh            full run (LeNet5 epochs of 60,000 images, full latency grid)
@@ -36,6 +37,17 @@ if ! { nice -n 19 cmake -S . -B build/compare-torch2 -G Ninja -DCMAKE_BUILD_TYPE
   echo "LibTorch 2.13 program did not build (build/compare-torch2.log); its column stays empty" >&2
   notes+=("chainlet_compare_torch2 did not build: $(grep -m1 -E 'error|Error' build/compare-torch2.log || true)")
   torch2=""
+fi
+
+# chainlet's AVX2 build (CHAINLET_SIMD=avx2: 256-bit vectors and FMA3, what a CPU without AVX-512 runs),
+# against Debian's LibTorch, whose side it does not run (--chainlet-only).
+avx2=build/compare-avx2/bench/chainlet_compare
+if ! { nice -n 19 cmake -S . -B build/compare-avx2 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCHAINLET_SIMD=avx2 \
+         -DCHAINLET_BUILD_TESTS=OFF -DCHAINLET_BUILD_EXAMPLES=OFF -DCHAINLET_MPI=OFF > build/compare-avx2.log 2>&1 &&
+       nice -n 19 cmake --build build/compare-avx2 --target chainlet_compare >> build/compare-avx2.log 2>&1; }; then
+  echo "the AVX2 build did not build (build/compare-avx2.log); its column stays empty" >&2
+  notes+=("the AVX2 build of chainlet_compare did not build: $(grep -m1 -E 'error|Error' build/compare-avx2.log || true)")
+  avx2=""
 fi
 
 out=build/bench/results
@@ -79,6 +91,14 @@ for t in "${thread_counts[@]}"; do
   run jax "$t" "$py" bench/jax/compare.py $quick --thread-count "$t" --json "$out/jax-$t.json"
   run onnxruntime "$t" "$py" bench/onnx/compare.py $quick --thread-count "$t" --json "$out/onnxruntime-$t.json" \
     --models build/bench/onnx-models
+  # The AVX2 column: chainlet's rows of the native and the AVX2 build, the two programs in turn (twice
+  # each in the full run), so that both see the same machine; report.py takes each one's fastest run.
+  if [[ -n $avx2 ]]; then
+    for r in $(seq 1 $([[ -n $quick ]] && echo 1 || echo 2)); do
+      run "native-$r" "$t" build/bench/chainlet_compare $quick --chainlet-only --thread-count "$t" --json "$out/native-$r-$t.json"
+      run "avx2-$r" "$t" "$avx2" $quick --chainlet-only --thread-count "$t" --json "$out/avx2-$r-$t.json"
+    done
+  fi
   # The historical columns (full run only): Debian's LibTorch and PyTorch 1.13. Debian's python3-torch
   # lives in the system interpreter, whatever python3 comes first on PATH.
   if [[ -z $quick ]]; then

@@ -9,6 +9,8 @@ RESULTS_DIR holds, per thread count T, the JSON of each process (missing ones be
   libtorch113-T.json  chainlet_compare: chainlet and Debian's LibTorch 1.13 alternating in one process
   pytorch2-T.json     bench/pytorch/compare.py on the wheel: eager, channels_last, torch.compile
   jax-T.json, onnxruntime-T.json, pytorch113-T.json (Debian's python3-torch; the full run only)
+  native-R-T.json, avx2-R-T.json  chainlet_compare --chainlet-only of the native and of the AVX2 build
+                      (CHAINLET_SIMD=avx2), run in turn R = 1, 2, ...: the AVX2 column
 and run.json (written by compare.sh: quick flag, load averages, wall time, notes such as build failures).
 """
 import glob
@@ -80,6 +82,11 @@ def fmt_time(s):
 
 def fmt_ratio(r):
     return "—" if r is None else (f"{r:.0f}x" if r >= 100 else f"{r:.1f}x")
+
+
+def fmt_speed(r):
+    """A speed relative to another build's, to two decimals (0.90x and 0.89x differ)."""
+    return "—" if r is None else f"{r:.2f}x"
 
 
 def package_version(name):
@@ -175,16 +182,15 @@ def main():
         })
         rows.append(row)
 
+    simd = simd_rows(results, threads)
     os.makedirs(outdir, exist_ok=True)
-    with open(os.path.join(outdir, "benchmarks.json"), "w") as f:
-        json.dump(rows, f, indent=1)
     meta = {name: {t: {k: v for k, v in (py[(name, t)] or {}).items() if k not in ("rows", "grid", "first_step")}
                    for t in threads} for name in ("pytorch2", "jax", "onnxruntime", "pytorch113")}
     with open(os.path.join(outdir, "benchmarks-details.json"), "w") as f:
         json.dump({"run": run, "peak_gflops": peaks, "frameworks": meta,
                    "grid": [{"model": m, "threads": t, "framework": fw, "batch": b, "seconds": v}
                             for (m, t), fws in grid.items() for fw, pts in fws.items() for b, v in sorted(pts.items())],
-                   "first_step": first}, f, indent=1)
+                   "first_step": first, "simd_builds": simd}, f, indent=1)
 
     any_cpp = next(d for d in list(cpp2.values()) + list(cpp113.values()) if d)
     torch2_version = next((d["libtorch"] for d in cpp2.values() if d), None)
@@ -285,6 +291,33 @@ def main():
             out.append(f"| {prefix}, {t} thread(s) | ≥ {target:g}x {what} | {got:.1f}x{against} | {verdict} | "
                        f"{'' if got >= target else needed} |")
         return out
+
+    if simd:
+        native_simd = simd[0]["native_simd"]
+        lines += ["", "## The AVX2 build", "",
+                  f"chainlet built with `CHAINLET_SIMD=avx2` (256-bit vectors, FMA3: what a CPU without AVX-512 "
+                  f"runs) against the native build (`{native_simd}`), chainlet's side only "
+                  "(`chainlet_compare --chainlet-only`), the two programs run in turn "
+                  f"{max(r['native_runs'] for r in simd)} time(s) each at every thread count; each cell is the "
+                  "fastest of its program's runs. % of peak: of the fp32 FMA peak each program measured with its "
+                  "own vectors (float64: half). **AVX2 / native** is the AVX2 build's speed as a fraction of the "
+                  "native build's; the target is ≥ 0.9x on the training rows and the one-sample calls on a CPU "
+                  "whose 256-bit FMAs have the peak of its 512-bit ones (AMD Zen 4).", "",
+                  "| workload | thr | native | AVX2 | **AVX2 / native** | native of peak | AVX2 of peak | ≥ 0.9x |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in simd:
+            def pct(x):
+                return "—" if x is None else f"{100 * x:.0f} %"
+            verdict = ("—" if not simd_target_row(r["workload"]) or r["avx2_speed"] is None else
+                       "met" if r["avx2_speed"] >= 0.9 else "MISSED")
+            lines.append(f"| {r['workload']} | {r['threads']} | {fmt_time(r['native_seconds'])} "
+                         f"| {fmt_time(r['avx2_seconds'])} | **{fmt_speed(r['avx2_speed'])}** "
+                         f"| {pct(r['native_peak_fraction'])} | {pct(r['avx2_peak_fraction'])} | {verdict} |")
+    avx2_speed = {(r["workload"], r["threads"]): r["avx2_speed"] for r in simd}
+    for r in rows:
+        r["avx2_speed"] = avx2_speed.get((r["workload"], r["threads"]))
+    with open(os.path.join(outdir, "benchmarks.json"), "w") as f:
+        json.dump(rows, f, indent=1)
 
     lines += ["", "## Targets", "",
               "Issue 15's ratios against today's frameworks, issue 14's PINN step ratios, issue 16's fractions of "
@@ -497,6 +530,39 @@ def main():
     plots(rows, grid, threads, outdir, any_cpp["cpu"])
 
 
+# Rows on which the AVX2 build should reach 0.9x the native build's speed on a Zen 4 (whose 256-bit FMAs
+# have the peak of its 512-bit ones): the training rows and the one-sample calls.
+def simd_target_row(workload):
+    return any(k in workload for k in ("train", "step", "1 sample", "1 sequence"))
+
+
+def simd_rows(results, threads):
+    """chainlet's native build against its AVX2 build: per row, the fastest of each build's runs (they ran
+    in turn, so both saw the same machine), and each build's fraction of the FMA peak its own process
+    measured (the AVX2 build's with 256-bit FMAs)."""
+    out = []
+    for t in threads:
+        runs = {b: [d for p in sorted(glob.glob(os.path.join(results, f"{b}-*-{t}.json"))) if (d := load(p))]
+                for b in ("native", "avx2")}
+        if not runs["native"] or not runs["avx2"]:
+            continue
+        for r in runs["native"][0]["rows"]:
+            w = r["workload"]
+            row = {"workload": w, "threads": t, "dtype": r.get("dtype", "float32"), "flops": r["flops"]}
+            for b in ("native", "avx2"):
+                times = [x["chainlet_seconds"] for d in runs[b] for x in d["rows"] if x["workload"] == w]
+                peak = max(d["peak_gflops"][str(t)] for d in runs[b]) / (2 if row["dtype"] == "float64" else 1)
+                row[f"{b}_seconds"] = min(times) if times else None
+                row[f"{b}_simd"] = runs[b][0]["simd"]
+                row[f"{b}_runs"] = len(times)
+                row[f"{b}_peak_fraction"] = (r["flops"] / row[f"{b}_seconds"] / 1e9 / peak
+                                             if times and r["flops"] > 0 else None)
+            row["avx2_speed"] = (row["native_seconds"] / row["avx2_seconds"]
+                                 if row["native_seconds"] and row["avx2_seconds"] else None)
+            out.append(row)
+    return out
+
+
 def readme_table(rows, readme):
     """Rewrites the README's speed table (between its speed-table markers) with this run's 1-thread rows,
     the ratio against the best of today's frameworks first."""
@@ -508,7 +574,8 @@ def readme_table(rows, readme):
         print(f"{readme} has no speed-table markers: its table is not updated")
         return
     table = ["| workload (1 thread) | chainlet | **vs best of today's** (which) | vs LibTorch 2.13 | vs PyTorch 2.13 best "
-             "| vs JAX | vs ONNX Runtime | vs LibTorch 1.13 | of FMA peak |", "|---|---|---|---|---|---|---|---|---|"]
+             "| vs JAX | vs ONNX Runtime | vs LibTorch 1.13 | of FMA peak | AVX2 build / native |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["threads"] != 1:
             continue
@@ -516,7 +583,8 @@ def readme_table(rows, readme):
         table.append(f"| {r['workload']} | {fmt_time(r['chainlet_seconds'])} | **{fmt_ratio(r['ratio_best'])}** "
                      f"({NAME.get(r['best_framework'], '—')}) | {fmt_ratio(r['ratio_libtorch2'])} "
                      f"| {fmt_ratio(r['ratio_pytorch_best'])} | {fmt_ratio(r['ratio_jax'])} "
-                     f"| {fmt_ratio(r['ratio_onnxruntime'])} | {fmt_ratio(r['ratio_libtorch'])} | {peak} |")
+                     f"| {fmt_ratio(r['ratio_onnxruntime'])} | {fmt_ratio(r['ratio_libtorch'])} | {peak} "
+                     f"| {fmt_speed(r.get('avx2_speed'))} |")
     head, rest = text.split(begin, 1)
     with open(readme, "w") as f:
         f.write(head + begin + "\n" + "\n".join(table) + "\n" + end + rest.split(end, 1)[1])
