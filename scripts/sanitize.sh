@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sanitizer builds (docs/robustness.md):
 #  1. build-asan: the whole test suite and the examples (no benchmarks) with clang++
-#     -fsanitize=address,undefined -fno-sanitize=float-cast-overflow -fno-sanitize-recover=all -O0 -g1,
-#     then every ctest test but the compile-only ones, then the compile_fail snippets with that clang++;
+#     -fsanitize=address,undefined -fno-sanitize=float-cast-overflow -fno-sanitize-recover=all -O0 -g1
+#     and the AVX2 kernels (CHAINLET_SIMD=avx2), then every ctest test but the compile-only ones, then the
+#     compile_fail snippets with that clang++;
 #  2. build-tsan: the threaded tests with clang++ -fsanitize=thread and LLVM's OpenMP runtime (libomp),
 #     whose Archer tool tells ThreadSanitizer about OpenMP's synchronisation. (GCC's libgomp is not
 #     instrumented: ThreadSanitizer reports false races on any OpenMP loop.)
@@ -39,7 +40,12 @@ asan_flags=("-DCMAKE_CXX_FLAGS_DEBUG=-O0 -g1" -DCHAINLET_NO_SANITIZE=float-cast-
 tsan_flags=("-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1")
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer (clang++): all tests =="
-CXX=clang++ cmake -S . -B build-asan "${common[@]}" "${asan_flags[@]}" -DCHAINLET_SANITIZE=address,undefined > /dev/null
+# The AVX2 kernels: this is CI's run of the whole suite with them (what a CPU without AVX-512 runs, and
+# an AVX-512 machine runs too), in the build that recompiles everything anyway; the release stage
+# (scripts/test.sh) runs the whole suite with the native kernels, scripts/test-avx2.sh the core tests
+# with g++'s AVX2 code.
+CXX=clang++ cmake -S . -B build-asan "${common[@]}" "${asan_flags[@]}" -DCHAINLET_SANITIZE=address,undefined \
+  -DCHAINLET_SIMD=avx2 > /dev/null
 cmake --build build-asan -j"$jobs"
 # detect_stack_use_after_return is off: with it, ASan moves frames to its "fake stack", whose frames
 # are not aligned as the frame layout assumes, so a 64-byte-aligned local lands 32 bytes off a 64-byte
