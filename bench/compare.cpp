@@ -187,31 +187,24 @@ bool chainlet_only = false;
 
 std::pair<double, double> alternate(int threads, Side& ours, Side& theirs, int rounds, double target) {
     torch::set_num_threads(threads);
+    const bool both = !chainlet_only;
     ours.setup();
-    if (chainlet_only) {
-        ours.step();
-        Timer ta;
-        ta.run(ours.step, target / 2);
-        std::vector<double> a;
-        for (int r = 0; r < rounds; ++r) a.push_back(ta.run(ours.step, target));
-        return {median(a), std::nan("")};
-    }
-    theirs.setup();
+    if (both) theirs.setup();
     // One untimed call each first. The timer sizes its blocks on its first calls, and a one-time cost
     // there (lazy symbol binding, first-touch page faults: 25 ms and more was seen after the first-step
     // section) made a 0.3 µs call look like a 50 ms one, so the block shrank to 2 calls and timed the
     // cold-cache calls after the other side's block (4 µs) instead of the steady state.
     ours.step();
-    theirs.step();
+    if (both) theirs.step();
     Timer ta, tb;
     ta.run(ours.step, target / 2);  // warm-up, also sizes the blocks
-    tb.run(theirs.step, target / 2);
+    if (both) tb.run(theirs.step, target / 2);
     std::vector<double> a, b;
     for (int r = 0; r < rounds; ++r) {
         a.push_back(ta.run(ours.step, target));
-        b.push_back(tb.run(theirs.step, target));
+        if (both) b.push_back(tb.run(theirs.step, target));
     }
-    return {median(a), median(b)};
+    return {median(a), both ? median(b) : std::nan("")};
 }
 
 Row compare(const std::string& name, int threads, double flops, Side ours, Side theirs, int rounds, double target,

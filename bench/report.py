@@ -305,9 +305,9 @@ def main():
                   "whose 256-bit FMAs have the peak of its 512-bit ones (AMD Zen 4).", "",
                   "| workload | thr | native | AVX2 | **AVX2 / native** | native of peak | AVX2 of peak | ≥ 0.9x |",
                   "|---|---|---|---|---|---|---|---|"]
+        def pct(x):
+            return "—" if x is None else f"{100 * x:.0f} %"
         for r in simd:
-            def pct(x):
-                return "—" if x is None else f"{100 * x:.0f} %"
             verdict = ("—" if not simd_target_row(r["workload"]) or r["avx2_speed"] is None else
                        "met" if r["avx2_speed"] >= 0.9 else "MISSED")
             lines.append(f"| {r['workload']} | {r['threads']} | {fmt_time(r['native_seconds'])} "
