@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "alloc_counter.hpp"
@@ -86,24 +87,43 @@ TEST_CASE("the counter sees allocations (the test above could fail)", "[alloc]")
     REQUIRE(allocations.load() - before >= 2);
 }
 
-TEST_CASE("fit allocates nothing inside its steps", "[alloc]") {
+namespace {
+// fit of the tiny MLP, 3 epochs of batches of 256 on 2 threads with options o: the most allocations
+// between two consecutive steps (on_step calls), and how many steps had a gradient longer than clip.
+std::pair<long, std::size_t> worst_step_allocations(FitOptions o, double clip = 0) {
     const std::size_t n = 2000;
     std::vector<float> p(Tiny::num_params);
     init_params<Tiny>(p, 1);
     const auto x = test::random_vector<float>(4 * n, 2), y = test::random_vector<float>(4 * n, 3);
     Adam opt(1e-3f);
     long at_last_step = -1, worst = 0;
-    FitOptions o;
+    std::size_t longer = 0;
     o.epochs = 3;
     o.batch = 256;
     o.threads = 2;
-    o.on_step = [&](const StepInfo&) {
+    o.on_step = [&](const StepInfo& s) {
         const long now = allocations.load();
         if (at_last_step >= 0) worst = std::max(worst, now - at_last_step);
         at_last_step = now;
+        longer += s.gradient_norm > clip;
     };
     fit<Tiny>(p, SquaredError{}, x, y, opt, o);
     REQUIRE(at_last_step >= 0);
+    return {worst, longer};
+}
+}  // namespace
+
+TEST_CASE("fit allocates nothing inside its steps", "[alloc]") {
+    REQUIRE(worst_step_allocations({}).first == 0);
+}
+
+TEST_CASE("a training step with a schedule, clipping and penalties allocates nothing", "[alloc]") {
+    FitOptions o;
+    o.schedule = CosineWarmup{5, 20};
+    o.clip_norm = 0.01;
+    o.penalties = {penalty_on_layer<Tiny>(0, 1e-4, 1e-4), penalty_on_layer<Tiny>(2, 0, 1e-3)};
+    const auto [worst, clipped] = worst_step_allocations(o, 0.01);
+    REQUIRE(clipped > 0);
     REQUIRE(worst == 0);
 }
 

@@ -9,6 +9,8 @@
 // ranks is the mean gradient of the whole batch: g = sum_r (m_r / m) g_r.
 #pragma once
 
+#include <bit>
+
 #include <mpi.h>
 
 #include <cstddef>
@@ -79,7 +81,9 @@ inline void expect_same_on_all_ranks(MPI_Comm comm, const std::vector<std::uint6
 
 // chainlet::fit, data-parallel over the ranks of comm (a collective call: every rank calls it with the
 // same data and options). Rank 0's initial parameters are broadcast first, so all ranks start alike.
-// on_step and on_epoch run on rank 0 only (they report the loss of the whole batch). At the end the
+// on_step and on_epoch run on rank 0 only (they report the loss of the whole batch); the validation set
+// and stop_when run on every rank and must decide alike there (the same validation data on every
+// rank do, since the parameters are the same bits). At the end the
 // ranks compare checksums of their parameters and throw std::runtime_error if they differ.
 // With one rank it is chainlet::fit, bit for bit.
 template <class Net, std::ranges::contiguous_range P, class L, chainlet::detail::Inputs X,
@@ -88,10 +92,14 @@ FitResult fit(MPI_Comm comm, P&& p, const L& loss, const X& x, const Y& y, Opt& 
     using T = chainlet::detail::value_t<P>;
     chainlet::detail::expect_size("chainlet::mpi::fit", "the parameter buffer", Net::num_params, std::ranges::size(p));
     static const char* const names[] = {"the number of input values", "the number of targets", "epochs", "batch",
-                                        "seed", "shuffle"};
+                                        "seed", "shuffle", "patience", "the number of penalties", "a validation set",
+                                        "restore_best", "min_delta (its bits)", "clip_norm (its bits)", "a schedule"};
     detail::expect_same_on_all_ranks(comm,
                                      {chainlet::detail::input_size(x), std::ranges::size(y), o.epochs, o.batch,
-                                      o.seed, o.shuffle ? 1u : 0u},
+                                      o.seed, o.shuffle ? 1u : 0u, o.patience, o.penalties.size(),
+                                      o.validation ? 1u : 0u, o.restore_best ? 1u : 0u,
+                                      std::bit_cast<std::uint64_t>(o.min_delta), std::bit_cast<std::uint64_t>(o.clip_norm),
+                                      o.schedule ? 1u : 0u},
                                      names);
     const std::span<T> ps(std::ranges::data(p), Net::num_params);
     MPI_Bcast(ps.data(), static_cast<int>(ps.size()), datatype<T>(), 0, comm);
