@@ -13,7 +13,7 @@ packages=(cmake ninja-build g++ make libeigen3-dev libxsimd-dev catch2 libbenchm
 packages+=(pkg-config)  # the installed-package test builds a program from `pkg-config --cflags --libs chainlet`
 packages+=(nlohmann-json3-dev)  # the safetensors header's JSON (src/safetensors.cpp; not needed by consumers)
 packages+=(libcli11-dev)  # the examples' command-line flags (examples/common/args.hpp)
-packages+=(liblbfgs-dev)  # examples/neural_ode --optimizer lbfgs
+packages+=(liblbfgspp-dev)  # chainlet/optim/lbfgs.hpp's line search (header-only, on Eigen): tests, neural_ode, pinn
 # The PyTorch round-trip test (tests/pytorch_roundtrip.py) runs in CI, so torch and numpy are base packages.
 packages+=(python3-torch python3-numpy)
 if [[ "${1:-}" == "--compare" ]]; then

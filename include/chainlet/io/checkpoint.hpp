@@ -1,5 +1,5 @@
 // Checkpoints: a chain's parameters, and optionally its optimiser's state (Adam/AdamW moments and step
-// count, SGD velocity), in a versioned little-endian binary file whose header names the element type
+// count, SGD velocity, or any optimiser's state_bytes(), such as L-BFGS's history), in a versioned little-endian binary file whose header names the element type
 // and the chain's architecture (chainlet::architecture<Net>::text()) and which ends in a CRC-32 of
 // everything before it. The byte layout and the versioning policy are in docs/checkpoints.md.
 //
@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <ranges>
 #include <span>
 #include <string>
@@ -49,7 +50,7 @@ constexpr ElementType element_type_of() {
 namespace detail {
 
 inline constexpr std::uint32_t checkpoint_version = 1;
-enum class SectionKind : std::uint32_t { params = 1, adam = 2, sgd = 3 };
+enum class SectionKind : std::uint32_t { params = 1, adam = 2, sgd = 3, optimizer = 4 };
 
 struct CheckpointSection {
     SectionKind kind;
@@ -85,6 +86,15 @@ inline void append_u64(std::vector<std::byte>& out, std::uint64_t x) {
     append_values(out, std::span<const std::uint64_t>(&x, 1));
 }
 
+// An optimiser of the user's (or L-BFGS) that a checkpoint can hold: a name that identifies its kind
+// and settings, its state as bytes, and a load_state that checks them (std::invalid_argument).
+template <class Opt>
+concept SerializableOptimizer = requires(const Opt& c, Opt& o, std::span<const std::byte> b) {
+    { c.state_name() } -> std::convertible_to<std::string>;
+    { c.state_bytes() } -> std::same_as<std::vector<std::byte>>;
+    o.load_state(b);
+};
+
 // Optimiser state as section bytes, and back. Adam: u64 steps, u64 count (0 or num_params), m, v.
 // SGD: u64 count, velocity.
 template <class T>
@@ -103,12 +113,35 @@ std::vector<std::byte> optimizer_bytes(const SGD<T>& opt) {
     append_values(out, opt.velocity());
     return out;
 }
+template <class Opt>
+inline constexpr bool builtin_optimizer =
+    std::is_base_of_v<AdamW<float>, Opt> || std::is_base_of_v<AdamW<double>, Opt> || std::is_base_of_v<SGD<float>, Opt> ||
+    std::is_base_of_v<SGD<double>, Opt>;
+// Any other optimiser: u64 name length, its state_name(), then its state_bytes().
+template <class Opt>
+    requires(!builtin_optimizer<Opt>)
+std::vector<std::byte> optimizer_bytes(const Opt& opt) {
+    static_assert(SerializableOptimizer<Opt>,
+                  "checkpoints save Adam, AdamW, SGD, or an optimiser with state_name(), state_bytes() and "
+                  "load_state(bytes) (docs/api.md, \"Optimisers\")");
+    const std::string name = opt.state_name();
+    std::vector<std::byte> out;
+    append_u64(out, name.size());
+    append_values(out, std::as_bytes(std::span<const char>(name.data(), name.size())));
+    const std::vector<std::byte> state = opt.state_bytes();
+    out.insert(out.end(), state.begin(), state.end());
+    return out;
+}
 template <class T>
 constexpr SectionKind optimizer_kind(const AdamW<T>*) { return SectionKind::adam; }
 template <class T>
 constexpr SectionKind optimizer_kind(const SGD<T>*) { return SectionKind::sgd; }
+constexpr SectionKind optimizer_kind(const void*) { return SectionKind::optimizer; }
 inline const char* section_name(SectionKind k) {
-    return k == SectionKind::adam ? "Adam/AdamW" : k == SectionKind::sgd ? "SGD" : "parameter";
+    return k == SectionKind::adam        ? "Adam/AdamW"
+           : k == SectionKind::sgd       ? "SGD"
+           : k == SectionKind::optimizer ? "optimiser"
+                                         : "parameter";
 }
 
 // Reads `count` values from bytes at pos after checking the section is long enough.
@@ -137,6 +170,19 @@ void restore_optimizer(const CheckpointView& view, const std::string& source, st
     }
     std::size_t pos = 0;
     auto u64 = [&](const char* what) { return read_values<std::uint64_t>(s->data, pos, 1, source, what)[0]; };
+    if constexpr (kind == SectionKind::optimizer) {
+        const std::uint64_t length = u64("optimiser name length");
+        const auto name = read_values<char>(s->data, pos, length, source, "optimiser name");
+        const std::string stored(name.begin(), name.end()), expected = opt.state_name();
+        if (stored != expected)
+            checkpoint_fail(source, "the optimiser state is " + stored + "'s, loading it into " + expected);
+        try {
+            opt.load_state(s->data.subspan(pos));
+        } catch (const std::invalid_argument& e) {
+            checkpoint_fail(source, std::string("the ") + expected + " state: " + e.what());
+        }
+        return;
+    }
     const std::uint64_t steps = kind == SectionKind::adam ? u64("Adam step count") : 0;
     const std::uint64_t count = u64("optimiser state size");
     if (count != 0 && count != num_params)
@@ -147,7 +193,7 @@ void restore_optimizer(const CheckpointView& view, const std::string& source, st
         const auto second = read_values<T>(s->data, pos, count, source, "Adam second moments");
         if (pos != s->data.size()) checkpoint_fail(source, "the Adam state section has trailing bytes");
         opt.set_state(first, second, static_cast<std::size_t>(steps));
-    } else {
+    } else if constexpr (kind == SectionKind::sgd) {
         if (pos != s->data.size()) checkpoint_fail(source, "the SGD state section has trailing bytes");
         opt.set_velocity(first);
     }
