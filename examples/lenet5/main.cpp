@@ -2,7 +2,9 @@
 // any directory of MNIST-format IDX files (--data DIR, e.g. MNIST digits).
 //
 // After every epoch it prints `epoch=<k> seconds=<s> train_loss=<v> test_accuracy=<v>`, and at the end
-// `checksum=<hex>` of the final parameters (same seed and thread count: same checksum).
+// `checksum=<hex>` of the final parameters (same seed and thread count: same checksum). With
+// --validation N the last N training images are held out: their accuracy ends each epoch's line, and
+// --patience K stops after K epochs without a better one, keeping the best epoch's parameters.
 //
 // With --mpi (builds with CHAINLET_MPI), `mpirun -np P lenet5 --mpi` trains data-parallel: each rank
 // computes 1/P of every batch of --batch samples (the same global batch as one process), rank 0
@@ -68,7 +70,7 @@ double accuracy(const std::vector<float>& p, const ImageDataset& d, const ByteDa
 
 struct Options {
     std::string data = "/usr/share/datasets/fashion-mnist";
-    std::uint64_t epochs = 10, batch = 64, seed = 1, limit = 0, test_limit = 0;
+    std::uint64_t epochs = 10, batch = 64, seed = 1, limit = 0, test_limit = 0, validation = 0, patience = 0;
     double lr = 1e-3;
     int threads = 0;
     std::string save, resume;
@@ -95,12 +97,20 @@ int main(int argc, char** argv) {
         ->check(examples::whole(0, UINT64_MAX));
     app.add_option("--test-limit", o.test_limit, "measure the test accuracy on the first N test images, 0 = all")
         ->check(examples::whole(0, UINT64_MAX));
+    app.add_option("--validation", o.validation,
+                   "hold out the last N training images as a validation set (accuracy after every epoch), 0 = none")
+        ->check(examples::whole(0, UINT64_MAX));
+    app.add_option("--patience", o.patience,
+                   "stop when the validation accuracy has not improved for K epochs and keep the best epoch's "
+                   "parameters (needs --validation), 0 = never")
+        ->check(examples::whole(0, 100000));
     app.add_option("--save", o.save, "write a checkpoint (parameters + Adam state) to PATH after every epoch");
     app.add_option("--resume", o.resume, "start from the checkpoint PATH and train --epochs more epochs");
     app.add_flag("--mpi", o.mpi,
                  "data-parallel over the ranks of `mpirun -np P lenet5 --mpi` (use --threads 1 or OMP_NUM_THREADS "
                  "per rank); needs a build with CHAINLET_MPI");
     if (const int status = examples::parse(app, argc, argv); status >= 0) return status;
+    if (o.patience > 0 && o.validation == 0) return examples::fail(app, "--patience needs --validation N");
     if (!o.mpi) return train_and_report(o, false);
 #ifdef CHAINLET_MPI
     // Any error on any rank ends the whole job: an exception through run_or_abort, an error exit here.
@@ -163,12 +173,28 @@ int train_and_report(const Options& opts, bool use_mpi) {
             d->pixels.resize(n * 784);
             d->labels.resize(n);
         }
-    const ByteData train_x = standardised(train, train), test_x = standardised(test, train);
+    // --validation: the last N training images become the validation set
+    ImageDataset held_out;
+    if (opts.validation > 0) {
+        if (opts.validation >= train.count) {
+            std::fprintf(stderr, "error: --validation %" PRIu64 " leaves no training images (%zu in all)\n",
+                         opts.validation, train.count);
+            return 1;
+        }
+        const std::size_t kept = train.count - opts.validation;
+        held_out = {opts.validation, 28, 28, {train.pixels.begin() + kept * 784, train.pixels.end()},
+                    {train.labels.begin() + kept, train.labels.end()}};
+        train.count = kept;
+        train.pixels.resize(kept * 784);
+        train.labels.resize(kept);
+    }
+    const ByteData train_x = standardised(train, train), test_x = standardised(test, train),
+                   val_x = standardised(held_out, train);
     if (rank0) {
         std::printf("%s\n", build_report().c_str());
-        std::printf("data: %s (%zu training, %zu test images); LeNet5, %zu parameters; Adam(%g), batch %" PRIu64
+        std::printf("data: %s (%zu training, %zu validation, %zu test images); LeNet5, %zu parameters; Adam(%g), batch %" PRIu64
                     ", %" PRIu64 " epochs\n",
-                    dir.c_str(), train.count, test.count, LeNet5::num_params, lr, batch, epochs);
+                    dir.c_str(), train.count, held_out.count, test.count, LeNet5::num_params, lr, batch, epochs);
 #ifdef CHAINLET_MPI
         if (use_mpi)
             std::printf("mpi: data-parallel over %d ranks, about %" PRIu64 " samples of each batch per rank\n",
@@ -201,10 +227,16 @@ int train_and_report(const Options& opts, bool use_mpi) {
     o.threads = threads;
     o.reset_optimizer = resume_path.empty();
     o.on_step = [&](const StepInfo& s) { bar.update(s.epoch, s.step, s.steps_per_epoch, s.loss); };
+    if (held_out.count > 0) {
+        o.validation = validation_set<LeNet5>(p, val_x, held_out.labels, Accuracy{}, threads);
+        o.patience = opts.patience;
+    }
     o.on_epoch = [&](const EpochInfo& e) {
         bar.finish();
-        std::printf("epoch=%zu seconds=%.3f train_loss=%.5f test_accuracy=%.4f\n", e.epoch, e.seconds, e.loss,
+        std::printf("epoch=%zu seconds=%.3f train_loss=%.5f test_accuracy=%.4f", e.epoch, e.seconds, e.loss,
                     accuracy(p, test, test_x, threads));
+        if (held_out.count > 0) std::printf(" val_accuracy=%.4f%s", e.validation, e.best ? " (best)" : "");
+        std::printf("\n");
         // on_epoch runs on rank 0 only under --mpi, so one process writes the file (atomically).
         if (!save_path.empty()) {
             save_checkpoint<LeNet5>(save_path, p, opt);
@@ -212,12 +244,13 @@ int train_and_report(const Options& opts, bool use_mpi) {
         }
         std::fflush(stdout);
     };
+    FitResult result;
     try {
 #ifdef CHAINLET_MPI
-        if (use_mpi) mpi::fit<LeNet5>(MPI_COMM_WORLD, p, SoftmaxCrossEntropy{}, train_x, train.labels, opt, o);
+        if (use_mpi) result = mpi::fit<LeNet5>(MPI_COMM_WORLD, p, SoftmaxCrossEntropy{}, train_x, train.labels, opt, o);
         else
 #endif
-            fit<LeNet5>(p, SoftmaxCrossEntropy{}, train_x, train.labels, opt, o);
+            result = fit<LeNet5>(p, SoftmaxCrossEntropy{}, train_x, train.labels, opt, o);
     } catch (const std::exception& e) {
         bar.finish();
         std::fprintf(stderr, "error: %s\n", e.what());
@@ -229,6 +262,15 @@ int train_and_report(const Options& opts, bool use_mpi) {
         for (std::size_t r = 0; rank0 && r < sums.size(); ++r) std::printf("rank=%zu checksum=%016" PRIx64 "\n", r, sums[r]);
     }
 #endif
+    if (rank0 && held_out.count > 0) {
+        std::printf("best epoch %zu: val_accuracy=%.4f test_accuracy=%.4f%s\n", result.best_epoch, result.best_validation,
+                    accuracy(p, test, test_x, threads), result.stopped_early ? " (stopped early)" : "");
+        // p now holds the best epoch's parameters (the optimiser's state is the last step's)
+        if (!save_path.empty() && result.best_epoch != result.epochs) {
+            save_checkpoint<LeNet5>(save_path, p, opt);
+            std::printf("saved %s (the best epoch's parameters)\n", save_path.c_str());
+        }
+    }
     if (rank0) std::printf("checksum=%016" PRIx64 "\n", checksum(std::span<const float>(p)));
     return 0;
 }

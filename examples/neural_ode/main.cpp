@@ -9,7 +9,7 @@
 // observations is computed by backpropagating through the RK4 steps (the discrete adjoint) with
 // chainlet's pullback API: the forward pass stores the state after every step, the backward pass walks
 // the steps in reverse, re-records the step's four stage evaluations and pulls the cotangent back
-// through them. Training runs Adam (chainlet) or L-BFGS (liblbfgs) on the flat parameter vector.
+// through them. Training runs Adam or L-BFGS (chainlet::LBFGS) on the flat parameter vector.
 //
 // Prints the loss as it trains and ends with `initial_loss=<v> final_loss=<v> us_per_iteration=<v>`;
 // writes true, observed and fitted trajectories to a CSV (plot.py turns it into a PNG).
@@ -22,9 +22,7 @@
 #include <string>
 #include <vector>
 
-#ifdef CHAINLET_HAVE_LBFGS
-#include <lbfgs.h>
-#endif
+#include "chainlet/optim/lbfgs.hpp"
 
 #include "chainlet/chainlet.hpp"
 #include "common/args.hpp"
@@ -259,27 +257,6 @@ double interaction_error(const Data& d, const std::vector<double>& p) {
     return std::sqrt(err / ref);
 }
 
-#ifdef CHAINLET_HAVE_LBFGS
-struct LbfgsContext {
-    NeuralODE* model;
-    std::size_t every;
-    std::size_t iterations = 0, evaluations = 0;
-};
-lbfgsfloatval_t lbfgs_evaluate(void* ctx, const lbfgsfloatval_t* x, lbfgsfloatval_t* g, int n, lbfgsfloatval_t) {
-    auto* c = static_cast<LbfgsContext*>(ctx);
-    const auto N = static_cast<std::size_t>(n);
-    ++c->evaluations;
-    return c->model->loss_and_gradient(std::span<const double>(x, N), std::span<double>(g, N));
-}
-int lbfgs_progress(void* ctx, const lbfgsfloatval_t*, const lbfgsfloatval_t*, lbfgsfloatval_t fx, lbfgsfloatval_t,
-                   lbfgsfloatval_t, lbfgsfloatval_t, int, int k, int ls) {
-    auto* c = static_cast<LbfgsContext*>(ctx);
-    c->iterations = static_cast<std::size_t>(k);
-    if (k == 1 || static_cast<std::size_t>(k) % c->every == 0)
-        std::printf("iteration %d  loss %.6e  (%d evaluations in the line search)\n", k, fx, ls), std::fflush(stdout);
-    return 0;
-}
-#endif
 
 }  // namespace
 
@@ -291,7 +268,7 @@ int main(int argc, char** argv) {
     std::string optimizer = "adam", csv = "neural_ode.csv";
     double lr = 0.03, noise = 0.02;
     app.add_option("--iterations", iterations, "Adam steps or L-BFGS iterations")->check(examples::whole(1, 10000000));
-    app.add_option("--optimizer", optimizer, "adam or lbfgs (liblbfgs, if found at configure time)")
+    app.add_option("--optimizer", optimizer, "adam or lbfgs (chainlet/optim/lbfgs.hpp)")
         ->check(CLI::IsMember({"adam", "lbfgs"}));
     app.add_option("--seed", seed, "seed of the data, its noise and the initial parameters")
         ->check(examples::whole(0, UINT64_MAX));
@@ -301,10 +278,6 @@ int main(int argc, char** argv) {
     app.add_option("--noise", noise, "standard deviation of the observation noise")->check(examples::real(0.0, 1.0));
     app.add_option("--csv", csv, "fitted vs true trajectories");
     if (const int status = examples::parse(app, argc, argv); status >= 0) return status;
-#ifndef CHAINLET_HAVE_LBFGS
-    if (optimizer == "lbfgs")
-        return examples::fail(app, "--optimizer lbfgs: this build has no L-BFGS (liblbfgs-dev was not found at configure time)");
-#endif
 
     // 4 trajectories over t in [0, 4]: 80 RK4 steps of 0.05, observed every 2 steps (40 observations each).
     constexpr std::size_t K = 4, steps = 80, obs_every = 2, extra = 40;
@@ -339,27 +312,19 @@ int main(int argc, char** argv) {
             ++done;
         }
     } else {
-#ifdef CHAINLET_HAVE_LBFGS
-        const int n = static_cast<int>(Net::num_params);
-        lbfgsfloatval_t* x = lbfgs_malloc(n);  // liblbfgs may need its own (aligned) buffer
-        std::copy(p.begin(), p.end(), x);
-        lbfgs_parameter_t param;
-        lbfgs_parameter_init(&param);
-        param.max_iterations = static_cast<int>(iterations);
-        param.epsilon = 1e-10;
-        param.past = 0;
-        LbfgsContext ctx{&model, every};
-        lbfgsfloatval_t fx = 0;
-        const int status = lbfgs(n, x, &fx, lbfgs_evaluate, lbfgs_progress, &ctx, &param);
-        std::printf("L-BFGS stopped after %zu iterations, %zu evaluations: status %d (%s)\n", ctx.iterations,
-                    ctx.evaluations, status,
-                    status == LBFGS_SUCCESS ? "converged"
-                    : status == LBFGSERR_MAXIMUMITERATION ? "iteration limit"
-                                                          : "see lbfgs.h");
-        std::copy(x, x + n, p.begin());
-        lbfgs_free(x);
-        done = ctx.iterations;
-#endif
+        LBFGS<double> lbfgs({.max_iterations = iterations, .gradient_tolerance = 1e-10});
+        const MinimizeResult r = lbfgs.minimize(
+            std::span<double>(p),
+            [&](std::span<const double> at, std::span<double> grad) { return model.loss_and_gradient(at, grad); },
+            [&](const MinimizeIteration& it) {
+                if (it.iteration == 1 || it.iteration % every == 0)
+                    std::printf("iteration %zu  loss %.6e  (%zu evaluations)\n", it.iteration, it.loss, it.evaluations),
+                        std::fflush(stdout);
+                return false;
+            });
+        std::printf("L-BFGS stopped after %zu iterations, %zu evaluations: %s\n", r.iterations, r.evaluations,
+                    to_string(r.stop));
+        done = r.iterations;
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double final_loss = model.loss(p);

@@ -6,9 +6,10 @@
 //   --problem heat:    u_t = alpha u_xx on (x, t) in [0,1]^2, alpha = 0.1, u(x, 0) = sin(pi x),
 //                      u(0, t) = u(1, t) = 0; exact u = exp(-alpha pi^2 t) sin(pi x). Interior loss
 //                      mean (u_t - alpha u_xx)^2 (the gradient and the Hessian diagonal entry of x).
-// Boundary loss: mean (u - g)^2 over the boundary points. Training: Adam, then L-BFGS (liblbfgs) on the
-// flat parameter vector. Ends with `rel_l2_error=<v> us_per_step=<v> checksum=<hex>`: the relative L2
+// Boundary loss: mean (u - g)^2 over the boundary points. Training: Adam, then L-BFGS (chainlet::LBFGS) on
+// the flat parameter vector. Ends with `rel_l2_error=<v> us_per_step=<v> checksum=<hex>`: the relative L2
 // error on a 101 x 101 grid against the exact solution, the Adam step time, the final parameters' FNV-1a.
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <ctime>
@@ -24,11 +25,9 @@
 #include "chainlet/chainlet.hpp"
 #include "chainlet/checksum.hpp"
 #include "chainlet/derivatives/taylor.hpp"
+#include "chainlet/optim/lbfgs.hpp"
 #include "common/args.hpp"
 
-#ifdef CHAINLET_HAVE_LBFGS
-#include <lbfgs.h>
-#endif
 
 using namespace chainlet;
 
@@ -92,6 +91,11 @@ struct Problem {
           poisson(linear_residual<T>({}, {T(1)}, MinusF{nullptr})),
           heat_pde(linear_residual<T>({T(0), T(1)}, {T(-alpha)}, Zero{})) {
         make_points(heat, ni, nb, seed, xi, xb, gb);
+        source_at_points();
+    }
+
+    // Poisson's f at the interior points
+    void source_at_points() {
         f.resize(ni);
         for (std::size_t s = 0; s < ni; ++s)
             f[s] = static_cast<T>(2 * pi * pi * std::sin(pi * static_cast<double>(xi[2 * s])) *
@@ -99,25 +103,90 @@ struct Problem {
         poisson.source.f = f.data();
     }
 
-    // loss = mean r^2 over the interior + mean (u - g)^2 over the boundary; g overwritten with its gradient.
-    T loss_and_gradient(const T* p, T* g) {
-        std::fill_n(g, Net::num_params, T(0));
-        T l = 0;
-        l += heat ? interior.add_value_and_gradient(p, g, xi.data(), ni, heat_pde, T(1), threads)
-                  : interior.add_value_and_gradient(p, g, xi.data(), ni, poisson, T(1), threads);
+    // Residual-based adaptive distribution (RAD; Wu et al. 2023, "A comprehensive study of non-adaptive
+    // and residual-based adaptive sampling for physics-informed neural networks"): 4 ni candidates drawn
+    // uniformly, then ni interior points drawn from them (with replacement) with probability
+    // proportional to r^2 / mean(r^2) + 1, r the PDE residual at the candidate.
+    void resample(const T* p, Rng& rng) {
+        const std::size_t m = 4 * ni, C = interior.spec().columns();
+        candidates.resize(2 * m);
+        for (auto& v : candidates) v = static_cast<T>(rng.uniform());
+        derivatives.resize(m * C);
+        interior.derivatives(p, candidates.data(), derivatives.data(), m, threads);
+        cumulative.resize(m);
+        double sum = 0;
+        for (std::size_t s = 0; s < m; ++s) {
+            // columns: u, du/dx0, du/dx1, then Lap u (Poisson) or d2u/dx0^2 (heat)
+            const T* d = derivatives.data() + s * C;
+            const double x = static_cast<double>(candidates[2 * s]), y = static_cast<double>(candidates[2 * s + 1]);
+            const double r = heat ? static_cast<double>(d[2]) - alpha * static_cast<double>(d[3])
+                                  : static_cast<double>(d[3]) + 2 * pi * pi * std::sin(pi * x) * std::sin(pi * y);
+            cumulative[s] = r * r;
+            sum += r * r;
+        }
+        const double mean = sum / static_cast<double>(m);
+        double total = 0;
+        for (auto& c : cumulative) c = total += (mean > 0 ? c / mean : 0) + 1;
+        for (std::size_t s = 0; s < ni; ++s) {
+            const double u = rng.uniform() * total;
+            const std::size_t k = std::min<std::size_t>(
+                static_cast<std::size_t>(std::upper_bound(cumulative.begin(), cumulative.end(), u) - cumulative.begin()), m - 1);
+            xi[2 * s] = candidates[2 * k];
+            xi[2 * s + 1] = candidates[2 * k + 1];
+        }
+        source_at_points();
+    }
+    std::vector<T> candidates, derivatives;  // resample()'s
+    std::vector<double> cumulative;
+
+    T boundary_weight = 1;  // w in the loss below
+    std::vector<T> g_interior, g_boundary;  // balance()'s gradients of the two terms
+
+    // mean r^2 over the interior, its gradient added into g
+    T interior_term(const T* p, T* g) {
+        return heat ? interior.add_value_and_gradient(p, g, xi.data(), ni, heat_pde, T(1), threads)
+                    : interior.add_value_and_gradient(p, g, xi.data(), ni, poisson, T(1), threads);
+    }
+    // scale mean (u - g)^2 over the boundary, its gradient added into g
+    T boundary_term(const T* p, T* g, T scale) {
         // r = u - g(x): the boundary values are looked up by sample index
         const T* gbv = gb.data();
-        const auto bc = [gbv](const PointDerivatives<T>& d, PointCotangents<T>& c, T scale) {
+        const auto bc = [gbv](const PointDerivatives<T>& d, PointCotangents<T>& c, T s) {
             T sum = 0;
-            for (std::size_t s = 0; s < d.n; ++s) {
-                const T r = d.u()[s] - gbv[d.first_sample + s];
+            for (std::size_t k = 0; k < d.n; ++k) {
+                const T r = d.u()[k] - gbv[d.first_sample + k];
                 sum += r * r;
-                c.u()[s] += T(2) * scale * r;
+                c.u()[k] += T(2) * s * r;
             }
             return sum;
         };
-        l += boundary.add_value_and_gradient(p, g, xb.data(), nb, bc, T(1), threads);
-        return l;
+        return boundary.add_value_and_gradient(p, g, xb.data(), nb, bc, scale, threads);
+    }
+
+    // loss = mean r^2 over the interior + w mean (u - g)^2 over the boundary; g overwritten with its gradient.
+    T loss_and_gradient(const T* p, T* g) {
+        std::fill_n(g, Net::num_params, T(0));
+        const T l = interior_term(p, g);
+        return l + boundary_term(p, g, boundary_weight);
+    }
+
+    // Gradient-norm balancing (Wang et al. 2023, "An expert's guide to training physics-informed neural
+    // networks"): the weights make the terms' gradients equally long, w <- 0.9 w + 0.1 |dL_interior/dp| /
+    // |dL_boundary/dp| (L2 norms, the interior weight kept at 1), so that neither term's gradient drowns
+    // the other's.
+    void balance(const T* p) {
+        g_interior.assign(Net::num_params, T(0));
+        g_boundary.assign(Net::num_params, T(0));
+        interior_term(p, g_interior.data());
+        boundary_term(p, g_boundary.data(), T(1));
+        double interior_norm = 0, boundary_norm = 0;
+        for (std::size_t j = 0; j < Net::num_params; ++j) {
+            interior_norm += static_cast<double>(g_interior[j]) * static_cast<double>(g_interior[j]);
+            boundary_norm += static_cast<double>(g_boundary[j]) * static_cast<double>(g_boundary[j]);
+        }
+        if (boundary_norm > 0)
+            boundary_weight = static_cast<T>(0.9 * static_cast<double>(boundary_weight) +
+                                             0.1 * std::sqrt(interior_norm / boundary_norm));
     }
 };
 
@@ -148,55 +217,37 @@ double grid_error(bool heat, const std::vector<T>& p, const char* csv) {
     return std::sqrt(err / ref);
 }
 
-#ifdef CHAINLET_HAVE_LBFGS
-template <class T>
-struct LbfgsContext {
-    Problem<T>* problem;
-    std::vector<T> p, g;
-    std::size_t every, iterations = 0, evaluations = 0;
-};
-template <class T>
-lbfgsfloatval_t lbfgs_evaluate(void* ctx, const lbfgsfloatval_t* x, lbfgsfloatval_t* g, int n, lbfgsfloatval_t) {
-    auto* c = static_cast<LbfgsContext<T>*>(ctx);
-    ++c->evaluations;
-    for (int i = 0; i < n; ++i) c->p[static_cast<std::size_t>(i)] = static_cast<T>(x[i]);
-    const T l = c->problem->loss_and_gradient(c->p.data(), c->g.data());
-    for (int i = 0; i < n; ++i) g[i] = static_cast<double>(c->g[static_cast<std::size_t>(i)]);
-    return static_cast<double>(l);
-}
-template <class T>
-int lbfgs_progress(void* ctx, const lbfgsfloatval_t*, const lbfgsfloatval_t*, lbfgsfloatval_t fx, lbfgsfloatval_t,
-                   lbfgsfloatval_t, lbfgsfloatval_t, int, int k, int) {
-    auto* c = static_cast<LbfgsContext<T>*>(ctx);
-    c->iterations = static_cast<std::size_t>(k);
-    if (static_cast<std::size_t>(k) % c->every == 0)
-        std::printf("lbfgs iteration %d  loss %.6e  (%zu evaluations)\n", k, fx, c->evaluations), std::fflush(stdout);
-    return 0;
-}
-#endif
 
 template <class T>
 int run(bool heat, std::size_t steps, std::size_t lbfgs_steps, std::size_t points, int threads, std::uint64_t seed,
-        double lr, const std::string& csv) {
+        double lr, double boundary_weight, bool balance, std::size_t resample, const std::string& csv) {
     Problem<T> problem(heat, points, seed, threads);
+    problem.boundary_weight = static_cast<T>(boundary_weight);
     std::vector<T> p(Net::num_params), g(Net::num_params);
     init_params<Net>(p, seed);
-    std::printf("pinn: %s, %s, MLP 2-32-32-32-1 tanh (%zu parameters), %zu interior + %zu boundary points, %d thread(s)\n",
+    std::printf("pinn: %s, %s, MLP 2-32-32-32-1 tanh (%zu parameters), %zu interior + %zu boundary points, boundary "
+                "weight %g%s, %d thread(s)\n",
                 heat ? "heat u_t = 0.1 u_xx" : "Poisson -Lap u = f", sizeof(T) == 4 ? "float32" : "float64",
-                Net::num_params, problem.ni, problem.nb, threads);
+                Net::num_params, problem.ni, problem.nb, boundary_weight, balance ? " (balanced)" : "", threads);
     Adam<T> opt(static_cast<T>(lr));
     opt.init(p.size());
+    Rng resample_rng(seed * 104729 + 7);
     const std::size_t every = std::max<std::size_t>(1, steps / 20);
     const auto t0 = std::chrono::steady_clock::now();
     const std::clock_t c0 = std::clock();
     for (std::size_t it = 1; it <= steps; ++it) {
         // the learning rate decays geometrically from lr to lr / 10 over the Adam phase
         opt.set_learning_rate(static_cast<T>(lr * std::pow(0.1, static_cast<double>(it - 1) / static_cast<double>(steps))));
+        if (balance && it % 10 == 1) problem.balance(p.data());
+        if (resample > 0 && it % resample == 0) problem.resample(p.data(), resample_rng);
         const T l = problem.loss_and_gradient(p.data(), g.data());
         if (!std::isfinite(static_cast<double>(l)))
             throw std::runtime_error("the loss became non-finite at Adam step " + std::to_string(it));
         opt.step(std::span<T>(p), std::span<const T>(g));
-        if (it % every == 0 || it == 1) std::printf("adam step %zu  loss %.6e\n", it, static_cast<double>(l)), std::fflush(stdout);
+        if (it % every == 0 || it == 1)
+            std::printf("adam step %zu  loss %.6e  boundary weight %.4g\n", it, static_cast<double>(l),
+                        static_cast<double>(problem.boundary_weight)),
+                std::fflush(stdout);
     }
     const double adam_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     // CPU time as well: on a shared machine a neighbour's load stretches the wall time.
@@ -205,32 +256,25 @@ int run(bool heat, std::size_t steps, std::size_t lbfgs_steps, std::size_t point
                 grid_error(heat, p, nullptr));
     double lbfgs_seconds = 0;
     if (lbfgs_steps > 0) {
-#ifdef CHAINLET_HAVE_LBFGS
         const auto t1 = std::chrono::steady_clock::now();
-        const int n = static_cast<int>(Net::num_params);
-        lbfgsfloatval_t* x = lbfgs_malloc(n);
-        for (std::size_t i = 0; i < Net::num_params; ++i) x[i] = static_cast<double>(p[i]);
-        lbfgs_parameter_t param;
-        lbfgs_parameter_init(&param);
-        param.max_iterations = static_cast<int>(lbfgs_steps);
-        param.epsilon = 1e-12;
-        param.m = 50;  // a long history, as PyTorch's LBFGS (history_size 100): PINN losses are ill-conditioned
-        param.past = 0;
-        LbfgsContext<T> ctx{&problem, p, g, std::max<std::size_t>(1, lbfgs_steps / 10)};
-        lbfgsfloatval_t fx = 0;
-        const int status = lbfgs(n, x, &fx, lbfgs_evaluate<T>, lbfgs_progress<T>, &ctx, &param);
-        std::printf("lbfgs: stopped after %zu iterations, %zu evaluations, loss %.6e: status %d (%s)\n", ctx.iterations,
-                    ctx.evaluations, fx, status,
-                    status == LBFGS_SUCCESS ? "converged"
-                    : status == LBFGSERR_MAXIMUMITERATION ? "iteration limit"
-                                                          : "stopped early, e.g. the line search met rounding; see lbfgs.h");
-        for (std::size_t i = 0; i < Net::num_params; ++i) p[i] = static_cast<T>(x[i]);
-        lbfgs_free(x);
+        // a long history, as PyTorch's LBFGS (history_size 100): PINN losses are badly conditioned
+        LBFGS<T> lbfgs({.history = 50, .max_iterations = lbfgs_steps, .gradient_tolerance = 1e-12});
+        const std::size_t every_lbfgs = std::max<std::size_t>(1, lbfgs_steps / 10);
+        const MinimizeResult r = lbfgs.minimize(
+            std::span<T>(p),
+            [&](std::span<const T> at, std::span<T> grad) {
+                return static_cast<double>(problem.loss_and_gradient(at.data(), grad.data()));
+            },
+            [&](const MinimizeIteration& it) {
+                if (it.iteration % every_lbfgs == 0)
+                    std::printf("lbfgs iteration %zu  loss %.6e  (%zu evaluations)\n", it.iteration, it.loss, it.evaluations),
+                        std::fflush(stdout);
+                return false;
+            });
+        std::printf("lbfgs: stopped after %zu iterations, %zu evaluations, loss %.6e: %s\n", r.iterations, r.evaluations,
+                    r.loss, to_string(r.stop));
         lbfgs_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
         std::printf("lbfgs: %.2f s\n", lbfgs_seconds);
-#else
-        std::printf("lbfgs: skipped (this build has no liblbfgs)\n");
-#endif
     }
     const double err = grid_error(heat, p, csv.empty() ? nullptr : csv.c_str());
     if (!csv.empty()) std::printf("wrote %s (plot: /usr/bin/python3 examples/pinn/plot.py %s docs/pinn.png)\n", csv.c_str(), csv.c_str());
@@ -248,25 +292,34 @@ int main(int argc, char** argv) {
                  "(Poisson on the unit square, or the heat equation).", "pinn"};
     examples::show_defaults(app);
     std::string problem = "poisson", csv = "pinn.csv";
-    std::uint64_t steps = 2000, lbfgs_steps = 2000, points = 1024, threads = 1, seed = 1;
-    double lr = 2e-3;
-    bool float32 = false;
+    std::uint64_t steps = 2000, lbfgs_steps = 2000, points = 1024, threads = 1, seed = 1, resample = 0;
+    double lr = 2e-3, boundary_weight = 0;
+    bool float32 = false, balance = false;
     app.add_option("--problem", problem, "poisson or heat")->check(CLI::IsMember({"poisson", "heat"}));
     app.add_option("--steps", steps, "Adam steps")->check(examples::whole(0, 10000000));
-    app.add_option("--lbfgs-steps", lbfgs_steps, "L-BFGS iterations after Adam (liblbfgs)")->check(examples::whole(0, 10000000));
+    app.add_option("--lbfgs-steps", lbfgs_steps, "L-BFGS iterations after Adam (chainlet/optim/lbfgs.hpp)")->check(examples::whole(0, 10000000));
     app.add_option("--points", points, "interior collocation points (boundary: a quarter as many)")
         ->check(examples::whole(16, 10000000));
     app.add_option("--threads", threads, "threads (the results do not depend on it)")->check(examples::whole(1, 1024));
     app.add_option("--seed", seed, "seed of the points and the initial parameters")->check(examples::whole(0, UINT64_MAX));
     app.add_option("--lr", lr, "Adam's learning rate (decayed to 1/10 over the Adam steps)")->check(examples::real(1e-8, 1.0));
+    app.add_option("--boundary-weight", boundary_weight,
+                   "weight of the boundary term in the loss (the start with --balance); 0 = the problem's: 100 for "
+                   "Poisson, 1 for heat")
+        ->check(examples::real(0, 1e6));
+    app.add_option("--resample", resample,
+                   "every K Adam steps, redraw the interior points where the residual is large (RAD); 0 = never")
+        ->check(examples::whole(0, 10000000));
+    app.add_flag("--balance", balance,
+                 "adapt the boundary weight during Adam by gradient-norm balancing (every 10 steps; L-BFGS keeps the last)");
     app.add_option("--csv", csv, "the solution on the 101 x 101 grid (x, y, u, exact); empty: none");
     app.add_flag("--float32", float32, "train in float32 (default float64)");
     if (const int status = examples::parse(app, argc, argv); status >= 0) return status;
-#ifndef CHAINLET_HAVE_LBFGS
-    if (lbfgs_steps > 0) std::fprintf(stderr, "pinn: this build has no liblbfgs; --lbfgs-steps is ignored\n");
-#endif
     const bool heat = problem == "heat";
+    // Poisson's residual (f up to 2 pi^2) outweighs its boundary values (u = 0) unless the boundary term
+    // is weighted; the heat problem's initial values are of the residual's size (examples/pinn/README.md).
+    if (boundary_weight == 0) boundary_weight = heat ? 1 : 100;
     const int t = static_cast<int>(threads);
-    return float32 ? run<float>(heat, steps, lbfgs_steps, points, t, seed, lr, csv)
-                   : run<double>(heat, steps, lbfgs_steps, points, t, seed, lr, csv);
+    return float32 ? run<float>(heat, steps, lbfgs_steps, points, t, seed, lr, boundary_weight, balance, resample, csv)
+                   : run<double>(heat, steps, lbfgs_steps, points, t, seed, lr, boundary_weight, balance, resample, csv);
 }
