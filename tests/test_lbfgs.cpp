@@ -243,6 +243,13 @@ TEST_CASE("checkpoints: every optimiser's state round-trips and a resumed run co
         LBFGS<float> fresh({.history = 5}), loaded({.history = 5});
         load_checkpoint_bytes<Net>(checkpoint_bytes<Net>(half, fresh), "fresh", resumed, loaded);
         REQUIRE(loaded.pairs() == 0);
+        // a history for another parameter count is refused when a checkpoint loads it
+        using Wider = Chain<Input<2>, Dense<13, Tanh>, Dense<1>>;
+        std::vector<float> wide(Wider::num_params);
+        const auto other_size = checkpoint_bytes<Wider>(wide, b);
+        LBFGS<float> for_wider({.history = 5});
+        REQUIRE_THROWS_WITH(load_checkpoint_bytes<Wider>(other_size, "wider", wide, for_wider),
+                            Catch::Contains("the history is for 49 parameters, the chain has 53"));
         auto truncated = b.state_bytes();
         truncated.resize(truncated.size() - 4);
         REQUIRE_THROWS_WITH(c.load_state(truncated), Catch::Contains("bytes, expected"));

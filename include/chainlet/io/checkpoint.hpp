@@ -177,7 +177,11 @@ void restore_optimizer(const CheckpointView& view, const std::string& source, st
         if (stored != expected)
             checkpoint_fail(source, "the optimiser state is " + stored + "'s, loading it into " + expected);
         try {
-            opt.load_state(s->data.subspan(pos));
+            // an optimiser that can check its state against the chain's size is given it
+            if constexpr (requires { opt.load_state(s->data.subspan(pos), std::size_t(num_params)); })
+                opt.load_state(s->data.subspan(pos), static_cast<std::size_t>(num_params));
+            else
+                opt.load_state(s->data.subspan(pos));
         } catch (const std::invalid_argument& e) {
             checkpoint_fail(source, std::string("the ") + expected + " state: " + e.what());
         }

@@ -169,6 +169,15 @@ public:
         append(b, past_loss_.empty() ? no_past.data() : past_loss_.data(), o_.past);
         return b;
     }
+    // A checkpoint passes the chain's parameter count: a history for another size is refused then.
+    void load_state(std::span<const std::byte> b, std::size_t num_params) {
+        std::uint64_t n = 0;
+        if (b.size() >= 8) std::memcpy(&n, b.data(), 8);
+        if (n != 0 && n != num_params)
+            throw std::invalid_argument("LBFGS::load_state: the history is for " + std::to_string(n) +
+                                        " parameters, the chain has " + std::to_string(num_params));
+        load_state(b);
+    }
     void load_state(std::span<const std::byte> b) {
         std::uint64_t head[6];
         std::size_t pos = 0;
