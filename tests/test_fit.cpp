@@ -277,6 +277,9 @@ TEMPLATE_TEST_CASE("validation_set: the mean loss and the accuracy at the parame
         REQUIRE(ce.evaluate() == Approx(static_cast<double>(mean)).epsilon(std::is_same_v<T, float> ? 1e-5 : 1e-12));
         for (T& v : p) v *= T(1.5);
     }
+    // a temporary vector would dangle: that overload is deleted
+    STATIC_REQUIRE_FALSE(requires { validation_set<Classifier>(p, std::vector<T>(2 * n), labels, Accuracy{}); });
+    STATIC_REQUIRE(requires { validation_set<Classifier>(p, std::span<const T>(x), labels, Accuracy{}); });
     labels[4] = 3;
     REQUIRE_THROWS_WITH(validation_set<Classifier>(p, x, labels, Accuracy{}), Catch::Contains("label 3 of sample 4"));
     REQUIRE_THROWS_WITH(validation_set<Classifier>(p, std::span(x).first(2 * n - 1), labels, Accuracy{}),

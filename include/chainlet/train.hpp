@@ -371,6 +371,19 @@ Validation validation_set(const P& p, const X& xv, const Y& yv, Metric, int thre
     return v;
 }
 
+namespace detail {
+// A temporary that owns its values (a std::vector returned by a call, say): the Validation would read it
+// after it is gone. Views (spans, ByteData) may be temporaries.
+template <class R>
+constexpr bool owning_temporary = !std::is_lvalue_reference_v<R> && !std::ranges::borrowed_range<R> &&
+                                  !std::is_same_v<std::remove_cvref_t<R>, ByteData>;
+}  // namespace detail
+
+// validation_set reads its data when fit evaluates it: temporaries that own their values are refused.
+template <class Net, class P, class X, class Y, class Metric>
+    requires(detail::owning_temporary<X> || detail::owning_temporary<Y>)
+Validation validation_set(const P&, X&&, Y&&, Metric, int = 0) = delete;
+
 // How fit shares each batch among cooperating processes (chainlet/mpi/fit.hpp spreads it over MPI
 // ranks). share(m) is the slice {first, count} of an m-sample batch that this process computes;
 // reduce(gl, count, m) gets this process's mean gradient over its slice followed by its mean loss
