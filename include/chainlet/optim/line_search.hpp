@@ -8,6 +8,8 @@
 #include <LBFGSpp/Param.h>  // before the line search, which uses it
 #include <LBFGSpp/LineSearchNocedalWright.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <span>
@@ -103,6 +105,23 @@ T first_evaluation(Loss& loss, const EigenVector<T>& x, EigenVector<T>& g, const
     } catch (const NonFinite&) {
         throw std::runtime_error(std::string(who) + ": the loss or its gradient is not finite at the starting point");
     }
+}
+
+// The minimisers' gradient test: |g| <= tolerance * max(1, |x|).
+template <class T>
+bool gradient_converged(double gnorm, const EigenVector<T>& x, double tolerance) {
+    return gnorm <= tolerance * std::max(1.0, static_cast<double>(x.norm()));
+}
+
+// The end of a minimize(): the last point into the caller's x, and the result's loss, norm and time.
+template <class T>
+MinimizeResult finish(MinimizeResult r, const EigenVector<T>& x_end, std::span<T> x, T fx, double gnorm,
+                      std::chrono::steady_clock::time_point t0) {
+    std::copy(x_end.data(), x_end.data() + x.size(), x.data());
+    r.loss = static_cast<double>(fx);
+    r.gradient_norm = gnorm;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
 }
 
 template <class T>

@@ -71,9 +71,7 @@ public:
         T fx = detail::first_evaluation<T>(eval, x_, g_, "NewtonCG::minimize");
         double gnorm = static_cast<double>(g_.norm());
         const auto param = detail::wolfe_param<T>(o_.max_line_search, o_.wolfe_decrease, o_.wolfe_curvature);
-        auto converged = [&] {
-            return gnorm <= o_.gradient_tolerance * std::max(1.0, static_cast<double>(x_.norm()));
-        };
+        auto converged = [&] { return detail::gradient_converged(gnorm, x_, o_.gradient_tolerance); };
         auto product = [&](const Vector& v, Vector& out) {
             ++r.hessian_products;
             hv(std::span<const T>(x_.data(), n), std::span<const T>(v.data(), n), std::span<T>(out.data(), n));
@@ -123,11 +121,7 @@ public:
                 r.stop == MinimizeStop::iterations)
                 r.stop = MinimizeStop::callback;
         }
-        std::copy(x_.data(), x_.data() + n, x.data());
-        r.loss = static_cast<double>(fx);
-        r.gradient_norm = gnorm;
-        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        return r;
+        return detail::finish(r, x_, x, fx, gnorm, t0);
     }
 
 private:
