@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the programs of core_tests (tests/CMakeLists.txt: the kernels, Dense, Conv and the derivative
-# passes) of the build in $1, through the command in $2 (e.g. qemu-aarch64 for a cross build), each
+# Runs the programs of core_tests (tests/CMakeLists.txt: the kernels, Dense, Conv and the input
+# derivatives) of the build in $1, through the command in $2 (e.g. qemu-aarch64 for a cross build), each
 # with every one of its test cases, except the programs named in $3 (a space-separated list, each
 # skip printed); any failure fails the run.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 64-bit Arm: cross-builds the core test programs (the kernels, Dense, Conv and the derivative passes;
+# 64-bit Arm: cross-builds the core test programs (the kernels, Dense, Conv and the input derivatives;
 # tests/CMakeLists.txt's core_tests) with Debian's g++-aarch64-linux-gnu and xsimd's NEON kernels, and
 # runs them under qemu-user. Apple silicon, Graviton and Grace run this code.
 set -euo pipefail
@@ -7,11 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh --aarch64 > /dev/null
 cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake -DCHAINLET_SIMD=neon -DCHAINLET_MPI=OFF \
+  -DCHAINLET_KERNEL_INSTANCES=OFF \
   -DCHAINLET_BUILD_EXAMPLES=OFF -DCHAINLET_BUILD_BENCHMARKS=OFF -DCHAINLET_INSTALL=OFF > /dev/null
 cmake --build build-aarch64 --target core_tests
-# Not test_derivative_passes and test_hvp, whose cases run on 2 threads: under Debian 12's qemu-user 7.2
-# a two-thread libgomp program does not finish (200 empty parallel regions: still running after 60 s,
-# with OMP_WAIT_POLICY=passive too), and those cases hang here. Their first cases passed under
-# qemu (run with the cases named "... threads ..." excluded, each program still hung in a later 2-thread
-# case); the native and AVX2 stages run them all.
-scripts/run-core-tests.sh build-aarch64 "qemu-aarch64 -L /usr/aarch64-linux-gnu" "test_derivative_passes test_hvp"
+scripts/run-core-tests.sh build-aarch64 "qemu-aarch64 -L /usr/aarch64-linux-gnu"
