@@ -1,16 +1,13 @@
 #!/usr/bin/env bash
 # Runs the programs of core_tests (tests/CMakeLists.txt: the kernels, Dense, Conv and the input
 # derivatives) of the build in $1, through the command in $2 (e.g. qemu-aarch64 for a cross build), each
-# with every one of its test cases, except the programs named in $3 (a space-separated list, each
-# skip printed); any failure fails the run.
+# with every one of its test cases; any failure fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$1
 runner=${2:-}
-skip=" ${3:-} "
 [[ -s $build/tests/core_tests.txt ]] || { echo "error: $build/tests/core_tests.txt: not configured" >&2; exit 1; }
 while read -r t; do
-  if [[ $skip == *" $t "* ]]; then echo "== $build: $t SKIPPED (scripts/test-aarch64.sh says why)"; continue; fi
   echo "== $build: $t"
   $runner "$build/tests/$t" --warn NoTests < /dev/null
 done < "$build/tests/core_tests.txt"
