@@ -115,7 +115,9 @@ template <class Epilogue, Init init, Edges edges = Edges::staircases, class T, c
                 }
             // offsets in a segment where stage st ends (0 <= stage_end[0] <= ... <= stage_end[NR - 1] = length):
             // joining, where pixel NR - 2 - st joins; leaving, where pixel NR - 1 - st leaves
-            size_t stage_end[NR];
+            // (none for all columns: the tile reads no stage then, and gets a null pointer)
+            size_t stage_end_of[NR];
+            size_t* const stage_end = columns == Columns::all ? nullptr : stage_end_of;
             if constexpr (columns != Columns::all)
                 for (int st = 0; st < NR; ++st) {
                     const size_t tap = st == NR - 1                   ? kx1
