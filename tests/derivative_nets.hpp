@@ -25,6 +25,9 @@ T net_value(const std::vector<T>& p, std::vector<T> x, std::size_t output = 0) {
 using Mlp2 = Chain<Input<2>, Dense<8, Tanh>, Dense<6, GELU>, Dense<1>>;
 using Mlp3 = Chain<Input<3>, Dense<5, Softplus>, Dense<7, Sigmoid>, DenseNoBias<4, Tanh>, Dense<2, Identity>>;
 using Mlp1 = Chain<Input<1>, Dense<9, GELU>, Dense<1, Tanh>>;
+// The other activations: ELU, SiLU, exact GELU, LeakyReLU (ELU's f'' and LeakyReLU's f' jump at 0).
+using MlpOther = Chain<Input<2>, Dense<6, ELU>, Dense<5, SiLU>, DenseNoBias<4, GELUExact>, Dense<3, LeakyReLU<1, 5>>,
+                       Dense<1>>;
 // Containers: a residual block; a DeepONet (Dot of a branch net on x_0 and a trunk net on x_1, x_2, the
 // trunk with a residual block inside); a Product and a Sum of branches with Slice and ActivationLayer;
 // a Concat after a residual block on the input (its input cotangent is not wanted).

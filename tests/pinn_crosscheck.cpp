@@ -133,6 +133,8 @@ int main(int argc, char** argv) {
         dir, "deep_mixed", 4, 41);
     write_case<Chain<Input<2>, Dense<20, ReLU>, Dense<10, Tanh>, Dense<1>>>(dir, "relu_tanh", 5, 25);
     write_case<Chain<Input<2>, Dense<1, Tanh>>>(dir, "single_layer", 6, 17);
+    write_case<Chain<Input<3>, Dense<9, ELU>, Dense<8, SiLU>, DenseNoBias<7, GELUExact>, Dense<6, LeakyReLU<1, 5>>,
+                     Dense<2>>>(dir, "elu_silu_gelu_erf_leaky", 13, 37);
     // containers (the input-derivative pass goes through them)
     write_case<Chain<Input<3>, Dense<8, Tanh>, Residual<Dense<8, Tanh>>, Dense<1>>>(dir, "residual", 7, 29);
     write_case<Chain<Input<3>, Parallel<Dot, Branch<Slice<0, 1>, Dense<12, Tanh>, Dense<8>>,

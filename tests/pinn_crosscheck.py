@@ -34,6 +34,11 @@ ACT = {
     "sigmoid": torch.sigmoid,
     "softplus": torch.nn.functional.softplus,
     "gelu": lambda z: torch.nn.functional.gelu(z, approximate="tanh"),
+    "gelu_erf": torch.nn.functional.gelu,
+    "elu": torch.nn.functional.elu,
+    "silu": torch.nn.functional.silu,
+    "leaky_relu(1/100)": lambda z: torch.nn.functional.leaky_relu(z, 0.01),
+    "leaky_relu(1/5)": lambda z: torch.nn.functional.leaky_relu(z, 0.2),
 }
 
 

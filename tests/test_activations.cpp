@@ -81,6 +81,20 @@ TEMPLATE_TEST_CASE("activation: value and derivative (double, finite differences
     derivative_matches_finite_differences<TestType>();
 }
 
+// ELU's f' = e^z for z < 0: in float, within a few ulp of the double e^z far into the tail, where
+// y + 1 (y = e^z - 1 rounded) would have kept almost none of it.
+TEST_CASE("activation: ELU's float derivative keeps its relative accuracy for z << 0", "[activation]") {
+    double worst = 0;
+    for (float z = -20.0f; z < 0.0f; z += 0.01f) {
+        const double exact = std::exp(static_cast<double>(z));
+        std::vector<float> d(simd::width<float> + 1, 1.0f), zs(d.size(), z);
+        kernels::activation_pullback<ELU>(d.data(), zs.data(), d.size());  // a vector and the scalar tail
+        for (float v : d) worst = test::worse(worst, std::abs(static_cast<double>(v) - exact) / exact);
+    }
+    INFO("worst relative error " << worst);
+    REQUIRE(worst < 1e-6);
+}
+
 TEST_CASE("activation: fast float tanh stays within 2e-6 of std::tanh", "[activation]") {
     using V = simd::vec<float>;
     double worst = 0;

@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -57,6 +59,52 @@ TEST_CASE("jvp: output tangents against finite differences along the direction",
     jvp_matches_finite_differences<DeepONet>();
     jvp_matches_finite_differences<SumNet>();
     jvp_matches_finite_differences<Product3Net>();
+}
+
+TEST_CASE("input derivatives: the span calls check every size and give the pointer calls' bits", "[derivatives][errors]") {
+    using Net = Mlp2;
+    constexpr std::size_t P = Net::num_params, F = Net::in_size, O = Net::out_size;
+    const DerivativeSpec spec = full_spec<Net>();
+    const std::size_t n = 19, D = spec.tangents, K = spec.second.size(), C = spec.columns();
+    std::vector<double> p(P);
+    init_params<Net>(p, 8);
+    const auto x = test::random_vector(n * F, 9), v = test::random_vector(n * D * F, 10);
+    DerivativeWorkspace<Net, double> ws(spec, n, 1);
+    std::vector<double> out(n * O * C), out_ref(out.size());
+    ws.derivatives(p, x, out);
+    ws.derivatives(p.data(), x.data(), out_ref.data(), n);
+    REQUIRE(out == out_ref);
+    std::vector<double> y(n * O), yd(n * D * O), d2(n * K * O), y_ref(y.size()), yd_ref(yd.size()), d2_ref(d2.size());
+    ws.jvp(p, x, v, y, yd, 1, d2);
+    ws.jvp(p.data(), x.data(), v.data(), y_ref.data(), yd_ref.data(), n, 1, d2_ref.data());
+    REQUIRE((y == y_ref && yd == yd_ref && d2 == d2_ref));
+    const auto residual = test_residual<Net>();
+    std::vector<double> g(P, 0.5), g_ref(P, 0.5);  // both add into 0.5
+    const double l = ws.add_value_and_gradient(p, g, x, residual);
+    REQUIRE(l == ws.add_value_and_gradient(p.data(), g_ref.data(), x.data(), n, residual));
+    REQUIRE(g == g_ref);
+
+    const std::span<const double> ps(p), xs(x), vs(v);
+    REQUIRE_THROWS_WITH(ws.derivatives(ps.first(P - 1), xs, out),
+                        "DerivativeWorkspace::derivatives: the parameter buffer has " + std::to_string(P - 1) + " elements, expected " +
+                            std::to_string(P));
+    REQUIRE_THROWS_WITH(ws.derivatives(ps, xs.first(2 * n - 1), out),
+                        Catch::Matchers::StartsWith("DerivativeWorkspace::derivatives: the input has 37 values"));
+    REQUIRE_THROWS_WITH(ws.derivatives(ps, xs.first(0), out),
+                        Catch::Matchers::StartsWith("DerivativeWorkspace::derivatives: the input has 0 values"));
+    REQUIRE_THROWS_WITH(ws.derivatives(ps, xs, std::span(out).first(out.size() - 1)),
+                        Catch::Matchers::Contains("the output buffer (n x out_size x columns) has " +
+                                                  std::to_string(n * O * C - 1) + " elements, expected " +
+                                                  std::to_string(n * O * C)));
+    REQUIRE_THROWS_WITH(ws.derivatives(ps, xs, out, -2), Catch::Matchers::Contains("threads is -2"));
+    REQUIRE_THROWS_WITH(ws.jvp(ps, xs, vs.first(v.size() - 1), y, yd), Catch::Matchers::Contains("the directions v"));
+    REQUIRE_THROWS_WITH(ws.jvp(ps, xs, vs, std::span(y).first(n - 1), yd), Catch::Matchers::Contains("the output y"));
+    REQUIRE_THROWS_WITH(ws.jvp(ps, xs, vs, y, std::span(yd).first(1)), Catch::Matchers::Contains("the tangent output ydot"));
+    REQUIRE_THROWS_WITH(ws.jvp(ps, xs, vs, y, yd, 1, std::span(d2).first(1)),
+                        Catch::Matchers::Contains("the second-derivative output d2"));
+    REQUIRE_THROWS_WITH(ws.add_value_and_gradient(ps, std::span(g).first(P - 1), xs, residual),
+                        Catch::Matchers::StartsWith("DerivativeWorkspace::add_value_and_gradient: the gradient buffer has"));
+    REQUIRE(g == g_ref);  // nothing written by a call that threw
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -49,6 +50,7 @@ TEST_CASE("hvp: parameter Hessian-vector product against finite differences of t
     hvp_matches_finite_differences<Mlp2>(50, 1);
     hvp_matches_finite_differences<Mlp3>(300, 2);  // several chunks on 2 threads
     hvp_matches_finite_differences<Mlp1>(7, 1);
+    hvp_matches_finite_differences<MlpOther>(40, 1);
 }
 
 TEST_CASE("hvp through containers: against finite differences of the gradient", "[derivatives][hvp][containers]") {
@@ -77,6 +79,33 @@ void hvp_same_bits_on_1_and_2_threads() {
 }
 
 }  // namespace
+
+TEST_CASE("hvp: the span call checks every size and gives the pointer call's bits", "[derivatives][hvp][errors]") {
+    using Net = Mlp3;
+    constexpr std::size_t P = Net::num_params;
+    const std::size_t n = 23;
+    std::vector<double> p(P), g(P), hv(P), g_ref(P), hv_ref(P);
+    init_params<Net>(p, 4);
+    const auto v = test::random_vector(P, 5), x = test::random_vector(n * Net::in_size, 6),
+               t = test::random_vector(n * Net::out_size, 7);
+    HessianVectorWorkspace<Net, double> ws(n);
+    const double l = ws.hvp(p, v, g, hv, x, t);
+    REQUIRE(l == ws.hvp(p.data(), v.data(), g_ref.data(), hv_ref.data(), x.data(), t.data(), n));
+    REQUIRE((g == g_ref && hv == hv_ref));
+    std::vector<double> hv_only(P);
+    REQUIRE(ws.hvp(p, v, {}, hv_only, x, t) == l);  // an empty gradient span: not wanted
+    REQUIRE(hv_only == hv_ref);
+    const std::span<const double> ps(p), vs(v), xs(x), ts(t);
+    REQUIRE_THROWS_WITH(ws.hvp(ps.first(P - 1), vs, g, hv, xs, ts),
+                        Catch::Matchers::StartsWith("HessianVectorWorkspace::hvp: the parameter buffer has"));
+    REQUIRE_THROWS_WITH(ws.hvp(ps, vs.first(1), g, hv, xs, ts), Catch::Matchers::Contains("the direction v"));
+    REQUIRE_THROWS_WITH(ws.hvp(ps, vs, std::span(g).first(1), hv, xs, ts), Catch::Matchers::Contains("the gradient buffer"));
+    REQUIRE_THROWS_WITH(ws.hvp(ps, vs, g, std::span(hv).first(1), xs, ts), Catch::Matchers::Contains("the product buffer hv"));
+    REQUIRE_THROWS_WITH(ws.hvp(ps, vs, g, hv, xs.first(4), ts), Catch::Matchers::Contains("the input has 4 values"));
+    REQUIRE_THROWS_WITH(ws.hvp(ps, vs, g, hv, xs, ts.first(n * Net::out_size - 1)),
+                        Catch::Matchers::Contains("the target buffer"));
+    REQUIRE_THROWS_WITH(ws.hvp(ps, vs, g, hv, xs, ts, SquaredError{}, -1), Catch::Matchers::Contains("threads is -1"));
+}
 
 TEST_CASE("hvp: the same bits on 1 and 2 threads", "[derivatives][hvp][repro]") {
     hvp_same_bits_on_1_and_2_threads<Mlp3>();

@@ -22,6 +22,8 @@ using namespace test::derivative_nets;
 
 namespace {
 
+using LeakySlope02 = LeakyReLU<1, 5>;  // one macro argument
+
 template <class Act>
 void jet_matches_finite_differences() {
     const auto z = test::random_vector(200, 17, 3.0);
@@ -127,12 +129,12 @@ void parameter_gradient_matches_finite_differences() {
 }  // namespace
 
 TEMPLATE_TEST_CASE("activation jets: f', f'', f''' against finite differences (double)", "[derivatives][activation]",
-                   Identity, ReLU, Tanh, Sigmoid, Softplus, GELU) {
+                   Identity, ReLU, Tanh, Sigmoid, Softplus, GELU, ELU, LeakyReLU<>, LeakySlope02, SiLU, GELUExact) {
     jet_matches_finite_differences<TestType>();
 }
 
 TEMPLATE_TEST_CASE("activation jets: vector form matches scalar form", "[derivatives][activation]", Identity, ReLU,
-                   Tanh, Sigmoid, Softplus, GELU) {
+                   Tanh, Sigmoid, Softplus, GELU, ELU, LeakyReLU<>, LeakySlope02, SiLU, GELUExact) {
     jet_vector_matches_scalar<TestType, float>();
     jet_vector_matches_scalar<TestType, double>();
 }
@@ -141,6 +143,7 @@ TEST_CASE("input derivatives: u, grad u, Hessian diagonal and Laplacian against 
     derivatives_match_finite_differences<Mlp2>();
     derivatives_match_finite_differences<Mlp3>();
     derivatives_match_finite_differences<Mlp1>();
+    derivatives_match_finite_differences<MlpOther>();
 }
 
 TEST_CASE("input derivatives through containers: u, grad u, Hessian diagonal and Laplacian against finite differences",
@@ -169,6 +172,7 @@ TEST_CASE("input derivatives: parameter gradient of a residual loss against fini
     parameter_gradient_matches_finite_differences<Mlp2>();
     parameter_gradient_matches_finite_differences<Mlp3>();
     parameter_gradient_matches_finite_differences<Mlp1>();
+    parameter_gradient_matches_finite_differences<MlpOther>();
 }
 
 }  // namespace test_input_derivatives

@@ -107,12 +107,12 @@ struct Problem {
     // and residual-based adaptive sampling for physics-informed neural networks"): 4 ni candidates drawn
     // uniformly, then ni interior points drawn from them (with replacement) with probability
     // proportional to r^2 / mean(r^2) + 1, r the PDE residual at the candidate.
-    void resample(const T* p, Rng& rng) {
+    void resample(std::span<const T> p, Rng& rng) {
         const std::size_t m = 4 * ni, C = interior.spec().columns();
         candidates.resize(2 * m);
         for (auto& v : candidates) v = static_cast<T>(rng.uniform());
         derivatives.resize(m * C);
-        interior.derivatives(p, candidates.data(), derivatives.data(), m, threads);
+        interior.derivatives(p, candidates, derivatives, threads);
         cumulative.resize(m);
         double sum = 0;
         for (std::size_t s = 0; s < m; ++s) {
@@ -143,12 +143,12 @@ struct Problem {
     std::vector<T> g_interior, g_boundary;  // balance()'s gradients of the two terms
 
     // mean r^2 over the interior, its gradient added into g
-    T interior_term(const T* p, T* g) {
-        return heat ? interior.add_value_and_gradient(p, g, xi.data(), ni, heat_pde, T(1), threads)
-                    : interior.add_value_and_gradient(p, g, xi.data(), ni, poisson, T(1), threads);
+    T interior_term(std::span<const T> p, std::span<T> g) {
+        return heat ? interior.add_value_and_gradient(p, g, xi, heat_pde, T(1), threads)
+                    : interior.add_value_and_gradient(p, g, xi, poisson, T(1), threads);
     }
     // scale mean (u - g)^2 over the boundary, its gradient added into g
-    T boundary_term(const T* p, T* g, T scale) {
+    T boundary_term(std::span<const T> p, std::span<T> g, T scale) {
         // r = u - g(x): the boundary values are looked up by sample index
         const T* gbv = gb.data();
         const auto bc = [gbv](const PointDerivatives<T>& d, PointCotangents<T>& c, T s) {
@@ -160,12 +160,12 @@ struct Problem {
             }
             return sum;
         };
-        return boundary.add_value_and_gradient(p, g, xb.data(), nb, bc, scale, threads);
+        return boundary.add_value_and_gradient(p, g, xb, bc, scale, threads);
     }
 
     // loss = mean r^2 over the interior + w mean (u - g)^2 over the boundary; g overwritten with its gradient.
-    T loss_and_gradient(const T* p, T* g) {
-        std::fill_n(g, Net::num_params, T(0));
+    T loss_and_gradient(std::span<const T> p, std::span<T> g) {
+        std::ranges::fill(g, T(0));
         const T l = interior_term(p, g);
         return l + boundary_term(p, g, boundary_weight);
     }
@@ -174,11 +174,11 @@ struct Problem {
     // networks"): the weights make the terms' gradients equally long, w <- 0.9 w + 0.1 |dL_interior/dp| /
     // |dL_boundary/dp| (L2 norms, the interior weight kept at 1), so that neither term's gradient drowns
     // the other's.
-    void balance(const T* p) {
+    void balance(std::span<const T> p) {
         g_interior.assign(Net::num_params, T(0));
         g_boundary.assign(Net::num_params, T(0));
-        interior_term(p, g_interior.data());
-        boundary_term(p, g_boundary.data(), T(1));
+        interior_term(p, g_interior);
+        boundary_term(p, g_boundary, T(1));
         double interior_norm = 0, boundary_norm = 0;
         for (std::size_t j = 0; j < Net::num_params; ++j) {
             interior_norm += static_cast<double>(g_interior[j]) * static_cast<double>(g_interior[j]);
@@ -238,9 +238,9 @@ int run(bool heat, std::size_t steps, std::size_t lbfgs_steps, std::size_t point
     for (std::size_t it = 1; it <= steps; ++it) {
         // the learning rate decays geometrically from lr to lr / 10 over the Adam phase
         opt.set_learning_rate(static_cast<T>(lr * std::pow(0.1, static_cast<double>(it - 1) / static_cast<double>(steps))));
-        if (balance && it % 10 == 1) problem.balance(p.data());
-        if (resample > 0 && it % resample == 0) problem.resample(p.data(), resample_rng);
-        const T l = problem.loss_and_gradient(p.data(), g.data());
+        if (balance && it % 10 == 1) problem.balance(p);
+        if (resample > 0 && it % resample == 0) problem.resample(p, resample_rng);
+        const T l = problem.loss_and_gradient(p, g);
         if (!std::isfinite(static_cast<double>(l)))
             throw std::runtime_error("the loss became non-finite at Adam step " + std::to_string(it));
         opt.step(std::span<T>(p), std::span<const T>(g));
@@ -263,7 +263,7 @@ int run(bool heat, std::size_t steps, std::size_t lbfgs_steps, std::size_t point
         const MinimizeResult r = lbfgs.minimize(
             std::span<T>(p),
             [&](std::span<const T> at, std::span<T> grad) {
-                return static_cast<double>(problem.loss_and_gradient(at.data(), grad.data()));
+                return static_cast<double>(problem.loss_and_gradient(at, grad));
             },
             [&](const MinimizeIteration& it) {
                 if (it.iteration % every_lbfgs == 0)

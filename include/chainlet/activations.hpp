@@ -210,12 +210,21 @@ struct ratio_text {
 // ELU with alpha = 1 (PyTorch's nn.ELU()): z for z > 0, e^z - 1 otherwise.
 struct ELU {
     static constexpr const char* name = "elu";
-    static constexpr bool derivative_from_output = true;
+    // From z, not from y: e^z = y + 1 loses e^z's relative accuracy as y approaches -1 (z << 0), where
+    // rounding y + 1 leaves a few bits of it.
+    static constexpr bool derivative_from_output = false;
     template <class V>
     static V value(V z) { return simd::select(z > V(0), z, detail::expm1(z)); }
-    // f' = 1 for z > 0, e^z = y + 1 otherwise (y > 0 exactly when z > 0)
+    // f' = 1 for z > 0, e^z otherwise
     template <class V>
-    static V pullback(V dy, V y) { return simd::select(y > V(0), dy, dy * (y + V(1))); }
+    static V pullback(V dy, V z) { return simd::select(z > V(0), dy, dy * simd::exp(z)); }
+    // z > 0: f' = 1, f'' = f''' = 0; otherwise f' = f'' = f''' = e^z
+    template <class V>
+    static Jet<V> jet(V z) {
+        const auto pos = z > V(0);
+        const V e = simd::exp(simd::min(z, V(0))), d = simd::select(pos, V(0), e);
+        return {simd::select(pos, z, detail::expm1(z)), simd::select(pos, V(1), e), d, d};
+    }
 };
 
 // LeakyReLU with slope Num / Den for z < 0 (PyTorch's nn.LeakyReLU(Num / Den)); the default 1/100 is
@@ -239,6 +248,14 @@ struct LeakyReLU {
         using T = simd::scalar_t<V>;
         return simd::select(y > V(0), dy, V(static_cast<T>(slope)) * dy);
     }
+    // f' = 1 or the slope, f'' = f''' = 0 (piecewise linear)
+    template <class V>
+    static Jet<V> jet(V z) { return output_jet(value(z)); }
+    template <class V>
+    static Jet<V> output_jet(V y) {
+        using T = simd::scalar_t<V>;
+        return {y, simd::select(y > V(0), V(1), V(static_cast<T>(slope))), V(0), V(0)};
+    }
 };
 
 // SiLU (Swish): z sigmoid(z) (PyTorch's nn.SiLU()).
@@ -252,6 +269,14 @@ struct SiLU {
     static V pullback(V dy, V z) {
         const V s = V(1) / (V(1) + simd::exp(-z));
         return dy * s * simd::fma(z, V(1) - s, V(1));
+    }
+    // With q = s (1 - s) = s', s'' = q (1 - 2s), s''' = q (1 - 6s + 6s^2):
+    // f' = s + z q,  f'' = 2 q + z s'',  f''' = 3 s'' + z s'''
+    template <class V>
+    static Jet<V> jet(V z) {
+        const V s = V(1) / (V(1) + simd::exp(-z)), q = s - s * s;
+        const V s2 = q * simd::fma(V(-2), s, V(1)), s3 = q * simd::fma(V(6) * s, s - V(1), V(1));
+        return {z * s, simd::fma(z, q, s), simd::fma(z, s2, V(2) * q), simd::fma(z, s3, V(3) * s2)};
     }
 };
 using Swish = SiLU;
@@ -274,6 +299,13 @@ struct GELUExact {
         using T = simd::scalar_t<V>;
         const V phi = V(T(0.39894228040143267794)) * simd::exp(V(T(-0.5)) * z * z);
         return dy * simd::fma(z, phi, cdf(z));
+    }
+    // phi' = -z phi: f' = Phi + z phi,  f'' = phi (2 - z^2),  f''' = z phi (z^2 - 4)
+    template <class V>
+    static Jet<V> jet(V z) {
+        using T = simd::scalar_t<V>;
+        const V phi = V(T(0.39894228040143267794)) * simd::exp(V(T(-0.5)) * z * z), Phi = cdf(z), zz = z * z;
+        return {z * Phi, simd::fma(z, phi, Phi), phi * (V(2) - zz), z * phi * (zz - V(4))};
     }
 };
 

@@ -1,4 +1,4 @@
-// Run-time size checks shared by the entry points (train.hpp, pullback.hpp) and the file formats
+// Run-time size checks shared by the entry points (train.hpp, pullback.hpp, derivatives/) and the file formats
 // (io/checkpoint.hpp, io/safetensors.hpp): each throws std::invalid_argument saying what was expected
 // and what was given.
 #pragma once
@@ -34,6 +34,12 @@ namespace chainlet::detail {
 [[gnu::always_inline]] inline std::size_t count_rows(const char* where, std::size_t size, std::size_t row) {
     if (size == 0 || size % row != 0) wrong_rows(where, size, row);
     return size / row;
+}
+
+inline void check_threads(const char* where, int threads) {
+    if (threads < 0)
+        throw std::invalid_argument(std::string(where) + ": threads is " + std::to_string(threads) +
+                                    ", expected 0 (all cores) or a positive count");
 }
 
 template <class R>

@@ -108,12 +108,6 @@ std::uint64_t step_number(const Opt& opt, std::uint64_t fit_count) {
     else return fit_count;
 }
 
-inline void check_threads(const char* where, int threads) {
-    if (threads < 0)
-        throw std::invalid_argument(std::string(where) + ": threads is " + std::to_string(threads) +
-                                    ", expected 0 (all cores) or a positive count");
-}
-
 template <class T>
 const char* non_finite_name(T v) {
     return std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";

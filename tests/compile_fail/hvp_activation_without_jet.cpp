@@ -1,11 +1,28 @@
-// An activation without a jet (LeakyReLU: no Act::jet yet) fused into a Dense, and GELUExact as an
-// ActivationLayer: the parameter Hessian-vector product names the missing jet in one static_assert per
-// layer, not its "no rule for this layer" error.
+// A user's activation without a jet fused into a Dense, and another as an ActivationLayer: the parameter
+// Hessian-vector product names the missing jet in one static_assert per layer, not its "no rule for this
+// layer" error.
 #include "chainlet/chainlet.hpp"
 #include "chainlet/derivatives/hvp.hpp"
 
-using Net = chainlet::Chain<chainlet::Input<2>, chainlet::Dense<3, chainlet::LeakyReLU<1, 10>>,
-                            chainlet::ActivationLayer<chainlet::GELUExact>, chainlet::Dense<1>>;
+struct Cube {  // z^3
+    static constexpr const char* name = "cube";
+    static constexpr bool derivative_from_output = false;
+    template <class V>
+    static V value(V z) { return z * z * z; }
+    template <class V>
+    static V pullback(V dy, V z) { return dy * V(3) * z * z; }
+};
+struct Square {  // z^2
+    static constexpr const char* name = "square";
+    static constexpr bool derivative_from_output = false;
+    template <class V>
+    static V value(V z) { return z * z; }
+    template <class V>
+    static V pullback(V dy, V z) { return dy * V(2) * z; }
+};
+
+using Net = chainlet::Chain<chainlet::Input<2>, chainlet::Dense<3, Cube>, chainlet::ActivationLayer<Square>,
+                            chainlet::Dense<1>>;
 int main() {
     chainlet::HessianVectorWorkspace<Net, double> ws(16, 1);
     return static_cast<int>(ws.chunk);

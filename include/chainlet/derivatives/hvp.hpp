@@ -24,10 +24,12 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <span>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "chainlet/checks.hpp"
 #include "chainlet/derivatives/taylor.hpp"
 #include "chainlet/losses.hpp"
 
@@ -457,6 +459,23 @@ public:
         T total = 0;
         for (std::size_t i = 0; i < groups; ++i) total += losses_[i];
         return total * scale;
+    }
+
+    // The same on spans, sizes checked as value_and_gradient checks them: n is x's number of rows (a
+    // positive whole number of in_size values), t holds n * out_size targets, p and v num_params values,
+    // g and hv num_params or none (empty: not wanted).
+    T hvp(std::span<const T> p, std::span<const T> v, std::span<T> g, std::span<T> hv, std::span<const T> x,
+          std::span<const T> t, SquaredError loss = {}, int threads = 1) {
+        constexpr const char* where = "HessianVectorWorkspace::hvp";
+        detail::check_threads(where, threads);
+        detail::expect_size(where, "the parameter buffer", Net::num_params, p.size());
+        detail::expect_size(where, "the direction v", Net::num_params, v.size());
+        if (!g.empty()) detail::expect_size(where, "the gradient buffer", Net::num_params, g.size());
+        if (!hv.empty()) detail::expect_size(where, "the product buffer hv", Net::num_params, hv.size());
+        const std::size_t n = detail::count_rows(where, x.size(), Net::in_size);
+        detail::expect_size(where, "the target buffer", n * Net::out_size, t.size());
+        return hvp(p.data(), v.data(), g.empty() ? nullptr : g.data(), hv.empty() ? nullptr : hv.data(), x.data(),
+                   t.data(), n, loss, threads);
     }
 
 private:

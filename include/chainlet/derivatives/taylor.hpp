@@ -22,7 +22,7 @@
 //   y = a b,  y_i = a_i b + a b_i,  y_S = a_S b + 2 sum_{i in S} a_i b_i + a b_S).
 // Any other layer (convolutions, pooling, normalisation, recurrent, Dropout ...) fails to compile with
 // one static_assert; the "required from" line names it. So does a Dense or ActivationLayer whose
-// activation has no jet (ELU, LeakyReLU, SiLU, GELUExact: detail::checked_jet), with its own message.
+// activation has no jet (a user's activation may leave it out: detail::checked_jet), with its own message.
 //
 // Where the rules live: here, not in the layers' headers. A layer header holds the whole layer for
 // training (forward, pullback, metadata); the jet rules belong to this pass, need its column layout and
@@ -46,6 +46,7 @@
 
 #include "chainlet/activations.hpp"
 #include "chainlet/chain.hpp"
+#include "chainlet/checks.hpp"
 #include "chainlet/containers/parallel.hpp"
 #include "chainlet/containers/residual.hpp"
 #include "chainlet/kernel_instances.hpp"
@@ -70,8 +71,8 @@ concept TaylorDense = requires {
 };
 
 // An activation with a jet (its value and first three derivatives, activations.hpp), which both passes
-// need in a Dense or an ActivationLayer. Not part of the Activation concept: ELU, LeakyReLU, SiLU and
-// GELUExact have none yet.
+// need in a Dense or an ActivationLayer. Every built-in activation has one; the Activation concept does
+// not ask for it, so a user's activation may have none (and then stays out of these two passes).
 template <class Act>
 concept JetActivation = requires { { Act::template jet<double>(0.0) }; };
 
@@ -85,8 +86,8 @@ constexpr bool checked_jet() {
     static_assert(JetActivation<Act>,
                   "chainlet: the input-derivative pass (derivatives/taylor.hpp) and the parameter Hessian-vector "
                   "product (derivatives/hvp.hpp) need an activation with a jet (Act::jet: the value and three "
-                  "derivatives), which Identity, ReLU, Tanh, Sigmoid, Softplus and GELU have; the Dense or "
-                  "ActivationLayer named as Layer in checked_jet<Act, Layer> uses another");
+                  "derivatives), which every built-in activation has; the Dense or ActivationLayer named as Layer "
+                  "in checked_jet<Act, Layer> uses one without it");
     return JetActivation<Act>;
 }
 template <class Act, class Layer>
@@ -792,6 +793,40 @@ public:
         return total * scale;
     }
 
+    // The same three calls on spans, their sizes checked as value_and_gradient checks its buffers (one
+    // std::invalid_argument naming the call and the buffer): n is x's number of rows (a positive whole
+    // number of in_size values); p holds num_params values; out n * out_size * C; v n * tangents * in_size,
+    // y n * out_size, ydot n * tangents * out_size, d2 empty (not wanted) or n * K * out_size; g num_params.
+    void derivatives(std::span<const T> p, std::span<const T> x, std::span<T> out, int threads = 1) {
+        constexpr const char* where = "DerivativeWorkspace::derivatives";
+        const std::size_t n = checked_rows(where, p, x, threads);
+        detail::expect_size(where, "the output buffer (n x out_size x columns)", n * Net::out_size * C_, out.size());
+        derivatives(p.data(), x.data(), out.data(), n, threads);
+    }
+    void jvp(std::span<const T> p, std::span<const T> x, std::span<const T> v, std::span<T> y, std::span<T> ydot,
+             int threads = 1, std::span<T> d2 = {}) {
+        constexpr const char* where = "DerivativeWorkspace::jvp";
+        const std::size_t n = checked_rows(where, p, x, threads);
+        const std::size_t D = spec_.tangents, K = spec_.second.size();
+        detail::expect_size(where, "the directions v (n x tangents x in_size)", n * D * Net::in_size, v.size());
+        detail::expect_size(where, "the output y (n x out_size)", n * Net::out_size, y.size());
+        detail::expect_size(where, "the tangent output ydot (n x tangents x out_size)", n * D * Net::out_size,
+                            ydot.size());
+        if (!d2.empty())
+            detail::expect_size(where, "the second-derivative output d2 (n x second x out_size)",
+                                n * K * Net::out_size, d2.size());
+        jvp(p.data(), x.data(), v.data(), y.data(), ydot.data(), n, threads, d2.empty() ? nullptr : d2.data());
+    }
+    template <class R>
+        requires ResidualFunctor<R, T>
+    T add_value_and_gradient(std::span<const T> p, std::span<T> g, std::span<const T> x, const R& residual,
+                             T weight = T(1), int threads = 1) {
+        constexpr const char* where = "DerivativeWorkspace::add_value_and_gradient";
+        const std::size_t n = checked_rows(where, p, x, threads);
+        detail::expect_size(where, "the gradient buffer", Net::num_params, g.size());
+        return add_value_and_gradient(p.data(), g.data(), x.data(), n, residual, weight, threads);
+    }
+
 private:
     struct Scratch {
         aligned_vector<T> buf;
@@ -819,6 +854,12 @@ private:
             capacity = chunk;
         }
     };
+
+    std::size_t checked_rows(const char* where, std::span<const T> p, std::span<const T> x, int threads) const {
+        detail::check_threads(where, threads);
+        detail::expect_size(where, "the parameter buffer", Net::num_params, p.size());
+        return detail::count_rows(where, x.size(), Net::in_size);
+    }
 
     void require_input_tangents(const char* where) const {
         if (spec_.tangents != 0 && spec_.tangents != Net::in_size)
