@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -61,16 +62,32 @@ struct Describe<ActivationLayer<Act>, B> {
     static json get() { return {{"type", "activation"}, {"activation", Act::name}}; }
 };
 
+template <std::size_t Out, class Act, bool Bias, class B>
+struct Describe<Dense<Out, Act, Bias>, B> {
+    static json get() {
+        return {{"type", "dense"}, {"in", B::in_size}, {"out", Out}, {"activation", Act::name}, {"bias", Bias}};
+    }
+};
+
+// The layers without a layer_type, by their checkpoint text: linear layers without parameters, the
+// identity on a flat input (Flatten, Dropout in the passes) and the average poolings of a sequence (L, C),
+// stored position-major.
+template <class B>
+json describe_by_text() {
+    const std::string d = B::describe();
+    if (d == "Flatten" || d.rfind("Dropout[", 0) == 0) return {{"type", "identity"}};
+    if (d.rfind("AvgPool1D[", 0) == 0)
+        return {{"type", "avgpool1d"}, {"channels", B::out_shape::dims[1]}, {"window", B::in_size / B::out_size}};
+    if (d == "GlobalAvgPool") return {{"type", "global_avgpool"}, {"channels", B::out_size}};
+    throw std::invalid_argument("pinn_crosscheck: no PyTorch form for " + d);
+}
+
 template <class B>
 json describe_layer() {
-    if constexpr (TaylorDense<B>)
-        return {{"type", "dense"},
-                {"in", B::in_size},
-                {"out", B::out_size},
-                {"activation", B::activation::name},
-                {"bias", B::has_bias}};
-    else
+    if constexpr (requires { typename B::layer_type; })
         return Describe<typename B::layer_type, B>::get();
+    else
+        return describe_by_text<B>();
 }
 
 template <class Net>
@@ -135,6 +152,10 @@ int main(int argc, char** argv) {
     write_case<Chain<Input<2>, Dense<1, Tanh>>>(dir, "single_layer", 6, 17);
     write_case<Chain<Input<3>, Dense<9, ELU>, Dense<8, SiLU>, DenseNoBias<7, GELUExact>, Dense<6, LeakyReLU<1, 5>>,
                      Dense<2>>>(dir, "elu_silu_gelu_erf_leaky", 13, 37);
+    write_case<Chain<Input<2>, Dense<12, Sin<30>>, Dense<10, Sin<>>, Dense<1>>>(dir, "siren", 14, 23);
+    // linear layers without parameters (their rules run the layer's own forward and pullback on the columns)
+    write_case<Chain<Input<6, 2>, AvgPool1D<2>, Flatten, Dense<8, Tanh>, Dropout<10>, Dense<1>>>(dir, "pool_dropout", 15, 21);
+    write_case<Chain<Input<4, 3>, GlobalAvgPool, Dense<6, Sin<>>, Dense<1>>>(dir, "global_avgpool", 16, 19);
     // containers (the input-derivative pass goes through them)
     write_case<Chain<Input<3>, Dense<8, Tanh>, Residual<Dense<8, Tanh>>, Dense<1>>>(dir, "residual", 7, 29);
     write_case<Chain<Input<3>, Parallel<Dot, Branch<Slice<0, 1>, Dense<12, Tanh>, Dense<8>>,

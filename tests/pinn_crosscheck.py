@@ -39,6 +39,8 @@ ACT = {
     "silu": torch.nn.functional.silu,
     "leaky_relu(1/100)": lambda z: torch.nn.functional.leaky_relu(z, 0.01),
     "leaky_relu(1/5)": lambda z: torch.nn.functional.leaky_relu(z, 0.2),
+    "sin(1/1)": torch.sin,
+    "sin(30/1)": lambda z: torch.sin(30 * z),
 }
 
 
@@ -80,6 +82,16 @@ def build(layers, flat, off, params):
             mods.append(dense(w, b, ACT[layer["activation"]]))
         elif kind == "activation":
             mods.append(Func(ACT[layer["activation"]]))
+        elif kind == "identity":
+            mods.append(Func(lambda z: z))
+        elif kind == "avgpool1d":
+            # chainlet's (L, C) position-major features; PyTorch pools (N, C, L)
+            c, w = layer["channels"], layer["window"]
+            mods.append(Func(lambda z, c=c, w=w: torch.nn.functional.avg_pool1d(
+                z.reshape(z.shape[0], -1, c).transpose(1, 2), w).transpose(1, 2).reshape(z.shape[0], -1)))
+        elif kind == "global_avgpool":
+            c = layer["channels"]
+            mods.append(Func(lambda z, c=c: z.reshape(z.shape[0], -1, c).mean(dim=1)))
         elif kind == "slice":
             mods.append(Slice(layer["first"], layer["count"]))
         elif kind == "residual":

@@ -16,6 +16,7 @@ namespace test_activations {  // several test files make one program (tests/CMak
 
 using namespace chainlet;
 using LeakySlope02 = LeakyReLU<1, 5>;  // an alias: a comma inside a Catch macro argument splits it
+using Sin30 = Sin<30>;
 
 namespace {
 
@@ -31,6 +32,8 @@ double textbook(const char* name, double z) {
     if (n == "leaky_relu(1/5)") return z > 0 ? z : 0.2 * z;
     if (n == "silu") return z / (1 + std::exp(-z));
     if (n == "gelu_erf") return 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
+    if (n == "sin(1/1)") return std::sin(z);
+    if (n == "sin(30/1)") return std::sin(30 * z);
     return 0.5 * z * (1 + std::tanh(std::sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)));  // gelu
 }
 
@@ -71,13 +74,13 @@ void derivative_matches_finite_differences() {
 }  // namespace
 
 TEMPLATE_TEST_CASE("activation: vector form matches scalar form", "[activation]", Identity, ReLU, Tanh, Sigmoid,
-                   Softplus, GELU, ELU, LeakyReLU<>, LeakySlope02, SiLU, GELUExact) {
+                   Softplus, GELU, ELU, LeakyReLU<>, LeakySlope02, SiLU, GELUExact, Sin<>, Sin30) {
     vector_matches_scalar<TestType, float>();
     vector_matches_scalar<TestType, double>();
 }
 
 TEMPLATE_TEST_CASE("activation: value and derivative (double, finite differences)", "[activation][gradient]",
-                   Identity, ReLU, Tanh, Sigmoid, Softplus, GELU, ELU, LeakyReLU<>, LeakySlope02, SiLU, GELUExact) {
+                   Identity, ReLU, Tanh, Sigmoid, Softplus, GELU, ELU, LeakyReLU<>, LeakySlope02, SiLU, GELUExact, Sin<>, Sin30) {
     derivative_matches_finite_differences<TestType>();
 }
 
@@ -218,7 +221,7 @@ TEST_CASE("activation: fast float tanh keeps NaN and saturates at infinity, in v
 }
 
 TEMPLATE_TEST_CASE("activation: NaN stays NaN through every activation, in vector and scalar form", "[activation]",
-                   Identity, ReLU, Tanh, Sigmoid, Softplus, GELU, ELU, LeakyReLU<>, SiLU, GELUExact) {
+                   Identity, ReLU, Tanh, Sigmoid, Softplus, GELU, ELU, LeakyReLU<>, SiLU, GELUExact, Sin30) {
     auto check = [](auto t) {
         using T = decltype(t);
         using V = simd::vec<T>;
@@ -243,6 +246,13 @@ TEST_CASE("activation: LeakyReLU's name carries its slope, exactly", "[activatio
     REQUIRE(std::string(LeakyReLU<>::name) == "leaky_relu(1/100)");
     REQUIRE(std::string(LeakyReLU<3, 1000>::name) == "leaky_relu(3/1000)");
     REQUIRE(LeakyReLU<1, 5>::value(-2.0) == -0.4);
+}
+
+TEST_CASE("activation: Sin's name carries its frequency, exactly", "[activation]") {
+    REQUIRE(std::string(Sin<>::name) == "sin(1/1)");
+    REQUIRE(std::string(Sin<30>::name) == "sin(30/1)");
+    REQUIRE(std::string(Sin<5, 2>::name) == "sin(5/2)");
+    REQUIRE(Sin<5, 2>::value(0.4) == std::sin(2.5 * 0.4));
 }
 
 // The exact GELU rests on xsimd 8's erfc for batches: against the C library's erfc lane by lane, as

@@ -17,11 +17,12 @@ using DenseElu = Dense<9, ELU>;
 using DenseLeaky = Dense<9, LeakyReLU<>>;
 using DenseSilu = Dense<9, SiLU>;
 using DenseGeluExact = Dense<9, GELUExact>;
+using DenseSin = Dense<9, Sin<3>>;
 using ConvElu = Conv<2, 2, 3, ELU>;
 using ConvLeaky = Conv<2, 2, 3, LeakyReLU<1, 5>>;
 
-TEMPLATE_TEST_CASE("ELU, LeakyReLU, SiLU, GELUExact fused into Dense: the layer checker", "[activation][gradient]",
-                   DenseElu, DenseLeaky, DenseSilu, DenseGeluExact) {
+TEMPLATE_TEST_CASE("ELU, LeakyReLU, SiLU, GELUExact, Sin fused into Dense: the layer checker (and its derivative rules)",
+                   "[activation][gradient]", DenseElu, DenseLeaky, DenseSilu, DenseGeluExact, DenseSin) {
     const auto r = check_layer<TestType, Input<6>>(test::odd_chunk_options());
     INFO(r.report());
     REQUIRE(r.passed());

@@ -23,6 +23,7 @@ using namespace test::derivative_nets;
 namespace {
 
 using LeakySlope02 = LeakyReLU<1, 5>;  // one macro argument
+using Sin30 = Sin<30>;
 
 template <class Act>
 void jet_matches_finite_differences() {
@@ -129,12 +130,12 @@ void parameter_gradient_matches_finite_differences() {
 }  // namespace
 
 TEMPLATE_TEST_CASE("activation jets: f', f'', f''' against finite differences (double)", "[derivatives][activation]",
-                   Identity, ReLU, Tanh, Sigmoid, Softplus, GELU, ELU, LeakyReLU<>, LeakySlope02, SiLU, GELUExact) {
+                   Identity, ReLU, Tanh, Sigmoid, Softplus, GELU, ELU, LeakyReLU<>, LeakySlope02, SiLU, GELUExact, Sin<>, Sin30) {
     jet_matches_finite_differences<TestType>();
 }
 
 TEMPLATE_TEST_CASE("activation jets: vector form matches scalar form", "[derivatives][activation]", Identity, ReLU,
-                   Tanh, Sigmoid, Softplus, GELU, ELU, LeakyReLU<>, LeakySlope02, SiLU, GELUExact) {
+                   Tanh, Sigmoid, Softplus, GELU, ELU, LeakyReLU<>, LeakySlope02, SiLU, GELUExact, Sin<>, Sin30) {
     jet_vector_matches_scalar<TestType, float>();
     jet_vector_matches_scalar<TestType, double>();
 }

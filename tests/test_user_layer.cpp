@@ -34,6 +34,49 @@ TEST_CASE("the documented user layer passes the layer checker", "[user_layer][gr
     REQUIRE(image.passed());
 }
 
+TEST_CASE("the documented user layer's derivative rules pass the checker, alone and inside a chain", "[user_layer][derivatives]") {
+    const auto r = check_layer<ScaleShift, Input<4>>();
+    INFO(r.report());
+    REQUIRE(r.passed());
+    REQUIRE(r.jet_rule_checked);
+    REQUIRE(r.hvp_rule_checked);
+    // The whole chain as one bound layer: its rules walk ScaleShift's with Dense's (both passes).
+    using Mixed = Chain<Input<3>, ScaleShift, Dense<6, Tanh>, Residual<Dense<6, Softplus>>, Dense<2>>;
+    const auto chain = check_bound_layer<Mixed::sequence>();
+    INFO(chain.report());
+    REQUIRE(chain.passed());
+    REQUIRE(chain.jet_rule_checked);
+    REQUIRE(chain.hvp_rule_checked);
+}
+
+// The documented layer with a wrong jet rule: the shift b enters every column, not only the value.
+struct ShiftEveryColumn : ScaleShift {
+    template <class InShape>
+    struct bound : ScaleShift::bound<InShape> {
+        using base = ScaleShift::bound<InShape>;
+        struct jet_rule : base::jet_rule {
+            using layer = bound;
+            template <class T>
+            static void forward(const T* p, const T* x, T* y, T* saved, std::size_t m, const JetColumns& cols) {
+                base::jet_rule::forward(p, x, y, saved, m, cols);
+                for (std::size_t f = 0; f < base::in_size; ++f)
+                    for (std::size_t c = 1; c < cols.C; ++c)
+                        for (std::size_t s = 0; s < m; ++s) y[(f * cols.C + c) * m + s] += p[base::in_size + f];
+            }
+        };
+        using hvp_rule = typename base::hvp_rule;  // inherited: the checker says so
+    };
+};
+
+TEST_CASE("the layer checker catches a wrong jet rule and an inherited one", "[user_layer][derivatives]") {
+    const auto r = check_layer<ShiftEveryColumn, Input<4>>();
+    REQUIRE_FALSE(r.passed());
+    REQUIRE_THAT(r.report(), Catch::Contains("jet_rule: the tangent columns differ from finite differences"));
+    REQUIRE_THAT(r.report(), Catch::Contains("hvp_rule names another layer"));
+    REQUIRE(r.jet_rule_checked);
+    REQUIRE_FALSE(r.hvp_rule_checked);
+}
+
 // The documented layer with a bug: its pullback overwrites g instead of adding into it.
 struct Overwrites : ScaleShift {
     template <class InShape>

@@ -181,29 +181,28 @@ inline V erfc(V a) {
         return std::erfc(a);
 }
 
-// "leaky_relu(1/100)": the name of LeakyReLU<Num, Den>, built at compile time.
-template <std::intmax_t Num, std::intmax_t Den>
-struct ratio_text {
-    static constexpr auto text = [] {
-        std::array<char, 64> s{};
-        std::size_t k = 0;
-        for (const char c : std::string_view("leaky_relu(")) s[k++] = c;
-        auto put = [&](std::intmax_t v) {
-            char digits[24];
-            std::size_t d = 0;
-            do {
-                digits[d++] = static_cast<char>('0' + v % 10);
-                v /= 10;
-            } while (v > 0);
-            while (d > 0) s[k++] = digits[--d];
-        };
-        put(Num);
-        s[k++] = '/';
-        put(Den);
-        s[k++] = ')';
-        return s;
-    }();
-};
+// "leaky_relu(1/100)", "sin(30/1)": the name of an activation with a ratio of integers in it, built at
+// compile time from its prefix ("leaky_relu(").
+template <std::size_t N>
+constexpr std::array<char, 64> ratio_name(const char (&prefix)[N], std::intmax_t num, std::intmax_t den) {
+    std::array<char, 64> s{};
+    std::size_t k = 0;
+    for (std::size_t i = 0; i + 1 < N; ++i) s[k++] = prefix[i];
+    auto put = [&](std::intmax_t v) {
+        char digits[24];
+        std::size_t d = 0;
+        do {
+            digits[d++] = static_cast<char>('0' + v % 10);
+            v /= 10;
+        } while (v > 0);
+        while (d > 0) s[k++] = digits[--d];
+    };
+    put(num);
+    s[k++] = '/';
+    put(den);
+    s[k++] = ')';
+    return s;
+}
 
 }  // namespace detail
 
@@ -235,7 +234,8 @@ template <std::intmax_t Num = 1, std::intmax_t Den = 100>
 struct LeakyReLU {
     static_assert(Num > 0 && Den > 0, "LeakyReLU<Num, Den>: the slope Num / Den must be positive");
     static constexpr double slope = static_cast<double>(Num) / static_cast<double>(Den);
-    static constexpr const char* name = detail::ratio_text<Num, Den>::text.data();
+    static constexpr std::array<char, 64> name_text = detail::ratio_name("leaky_relu(", Num, Den);
+    static constexpr const char* name = name_text.data();
     static constexpr bool derivative_from_output = true;
     template <class V>
     static V value(V z) {
@@ -280,6 +280,37 @@ struct SiLU {
     }
 };
 using Swish = SiLU;
+
+// Sin<Num, Den>: sin(omega z) with omega = Num / Den (SIREN networks: Sin<30> in the first layer, Sin<1>
+// after it). A ratio of integers, as LeakyReLU's slope, so that omega is exact in the type's name and in
+// the checkpoint text ("sin(30/1)"). PyTorch: torch.sin(omega * z).
+template <std::intmax_t Num = 1, std::intmax_t Den = 1>
+struct Sin {
+    static_assert(Num > 0 && Den > 0, "Sin<Num, Den>: the frequency Num / Den must be positive");
+    static constexpr double omega = static_cast<double>(Num) / static_cast<double>(Den);
+    static constexpr std::array<char, 64> name_text = detail::ratio_name("sin(", Num, Den);
+    static constexpr const char* name = name_text.data();
+    static constexpr bool derivative_from_output = false;
+    template <class V>
+    static V value(V z) {
+        using T = simd::scalar_t<V>;
+        return simd::sin(V(static_cast<T>(omega)) * z);
+    }
+    // f' = omega cos(omega z)
+    template <class V>
+    static V pullback(V dy, V z) {
+        using T = simd::scalar_t<V>;
+        const V w(static_cast<T>(omega));
+        return dy * w * simd::cos(w * z);
+    }
+    // f'' = -omega^2 sin(omega z),  f''' = -omega^3 cos(omega z)
+    template <class V>
+    static Jet<V> jet(V z) {
+        using T = simd::scalar_t<V>;
+        const V w(static_cast<T>(omega)), s = simd::sin(w * z), c = simd::cos(w * z), ww = w * w;
+        return {s, w * c, -(ww * s), -(ww * w * c)};
+    }
+};
 
 // GELU in its exact form: z Phi(z), Phi the standard normal CDF (PyTorch's nn.GELU(), approximate="none").
 // Phi(z) = erfc(-z / sqrt 2) / 2, which keeps its relative accuracy for negative z where 1 + erf cancels.

@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "chainlet/init.hpp"
+#include "chainlet/jet.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
 #include "chainlet/random.hpp"
@@ -63,6 +64,23 @@ struct bind_all<InShape, L, Rest...> {
     using out_shape = typename next::out_shape;
 };
 
+// Where each of L blocks starts when they follow `first` values, block i holding own[i]: {first, first +
+// own[0], ...}; the last entry is where they end. Training's saved storage and the derivative passes'
+// are laid out by it.
+template <std::size_t L>
+constexpr std::array<std::size_t, L + 1> blocks_after(std::size_t first, const std::array<std::size_t, L>& own) {
+    std::array<std::size_t, L + 1> o{};
+    o[0] = first;
+    for (std::size_t i = 0; i < L; ++i) o[i + 1] = o[i] + own[i];
+    return o;
+}
+
+// Layer: the bound layer the rules are for, the sequence itself or a Chain (which is its sequence).
+template <class S, class Layer = S>
+struct SequenceJetRule;
+template <class S, class Layer = S>
+struct SequenceHvpRule;
+
 // Layers... bound one after the other to InShape: a bound layer itself (see layer.hpp).
 template <class InShape, class... Layers>
 struct Sequence {
@@ -80,6 +98,8 @@ struct Sequence {
     static constexpr bool rejects_shape = holds_broken_layer<layers>::value;
     static constexpr std::size_t in_size = in_shape::size;
     static constexpr std::size_t out_size = out_shape::size;
+    using jet_rule = SequenceJetRule<Sequence>;  // the derivative passes' rules (below)
+    using hvp_rule = SequenceHvpRule<Sequence>;
 
 private:
     template <class F, std::size_t... I>
@@ -122,12 +142,7 @@ public:
         for (std::size_t i = 1; i < num_layers; ++i) s += width[i];
         return s;
     }();
-    static constexpr auto saved_offset = [] {
-        std::array<std::size_t, num_layers + 1> o{};
-        o[0] = inner_width_sum;
-        for (std::size_t i = 0; i < num_layers; ++i) o[i + 1] = o[i] + layer_saved[i];
-        return o;
-    }();
+    static constexpr auto saved_offset = blocks_after(inner_width_sum, layer_saved);
     static constexpr std::size_t saved_per_sample = saved_offset[num_layers];
     // Scratch per sample: two cotangent buffers for the inner boundaries (one when there is only one
     // inner boundary, none for a single layer), then the largest scratch of a layer (they run one at a time).
@@ -288,6 +303,120 @@ private:
     }
 };
 
+// A chain's rules in the derivative passes (layer.hpp; also a Residual's inner chain's and a Parallel's
+// branch's): the layers' rules one after the other, in the layout of training's storage (above).
+// Input derivatives: saved holds the inner activations (act_offset, each feature C columns), then every
+// layer's saved block; scratch two ping-pong cotangent buffers, then the largest layer scratch.
+template <class S, class Layer>
+struct SequenceJetRule {
+    using layer = Layer;
+    static constexpr std::size_t L = S::num_layers;
+    template <std::size_t I>
+    using rule = jet_rule_of<typename S::template layer<I>>;
+    static constexpr bool available = []<std::size_t... I>(std::index_sequence<I...>) {
+        return (rule_available<rule<I>>() && ...);
+    }(std::make_index_sequence<L>{});
+    static constexpr std::array<std::size_t, L + 1> saved_offset = []<std::size_t... I>(std::index_sequence<I...>) {
+        return blocks_after<L>(S::inner_width_sum, {rule<I>::saved...});
+    }(std::make_index_sequence<L>{});
+    static constexpr std::size_t saved = saved_offset[L];
+    static constexpr std::size_t scratch = []<std::size_t... I>(std::index_sequence<I...>) {
+        return S::layer_scratch_offset + std::max({rule<I>::scratch...});
+    }(std::make_index_sequence<L>{});
+
+    template <std::size_t I, class T>
+    static const T* input(const T* x, T* sv, std::size_t N) {
+        if constexpr (I == 0) return x;
+        else return sv + S::act_offset[I] * N;
+    }
+    template <std::size_t I, class T>
+    static T* output(T* y, T* sv, std::size_t N) {
+        if constexpr (I + 1 == L) return y;
+        else return sv + S::act_offset[I + 1] * N;
+    }
+
+    template <class T>
+    static void forward(const T* p, const T* x, T* y, T* sv, std::size_t m, const JetColumns& cols) {
+        const std::size_t N = cols.C * m;
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            (rule<I>::forward(p + S::param_offset[I], input<I>(x, sv, N), output<I>(y, sv, N), sv + saved_offset[I] * N,
+                              m, cols),
+             ...);
+        }(std::make_index_sequence<L>{});
+    }
+    template <class T>
+    static void pullback(const T* p, T* g, const T* x, const T* sv, T* scr, T* ybar, T* xbar, std::size_t m,
+                         const JetColumns& cols) {
+        const std::size_t N = cols.C * m, W = S::max_inner_width;
+        T* const sv_mut = const_cast<T*>(sv);  // read only; input/output take the forward's pointer types
+        [&]<std::size_t... R>(std::index_sequence<R...>) {
+            (([&] {
+                 constexpr std::size_t I = L - 1 - R;
+                 T* yb = I == L - 1 ? ybar : scr + (I % 2) * W * N;
+                 T* xb = I == 0 ? xbar : scr + ((I - 1) % 2) * W * N;
+                 rule<I>::pullback(p + S::param_offset[I], g + S::param_offset[I], input<I>(x, sv_mut, N),
+                                   sv + saved_offset[I] * N, scr + S::layer_scratch_offset * N, yb, xb, m, cols);
+             }()),
+             ...);
+        }(std::make_index_sequence<L>{});
+    }
+};
+
+// The R-operator: saved holds a and Ra at every inner boundary (act_offset, then the same again for Ra),
+// then every layer's saved block; scratch the ping-pong cotangents (bar 0, bar 1, R bar 0, R bar 1), then
+// the largest layer scratch.
+template <class S, class Layer>
+struct SequenceHvpRule {
+    using layer = Layer;
+    static constexpr std::size_t L = S::num_layers, W = S::max_inner_width;
+    template <std::size_t I>
+    using rule = hvp_rule_of<typename S::template layer<I>>;
+    static constexpr bool available = []<std::size_t... I>(std::index_sequence<I...>) {
+        return (rule_available<rule<I>>() && ...);
+    }(std::make_index_sequence<L>{});
+    static constexpr std::array<std::size_t, L + 1> saved_offset = []<std::size_t... I>(std::index_sequence<I...>) {
+        return blocks_after<L>(2 * S::inner_width_sum, {rule<I>::saved...});
+    }(std::make_index_sequence<L>{});
+    static constexpr std::size_t saved = saved_offset[L];
+    static constexpr std::size_t scratch = []<std::size_t... I>(std::index_sequence<I...>) {
+        return 4 * W + std::max({rule<I>::scratch...});
+    }(std::make_index_sequence<L>{});
+
+    template <class T>
+    static void forward(const T* p, const T* v, const T* x, const T* rx, T* y, T* ry, T* sv, std::size_t m) {
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            (([&] {
+                 const T* in = I == 0 ? x : sv + S::act_offset[I] * m;
+                 const T* rin = I == 0 ? rx : sv + (S::inner_width_sum + S::act_offset[I]) * m;
+                 T* out = I + 1 == L ? y : sv + S::act_offset[I + 1] * m;
+                 T* rout = I + 1 == L ? ry : sv + (S::inner_width_sum + S::act_offset[I + 1]) * m;
+                 rule<I>::forward(p + S::param_offset[I], v + S::param_offset[I], in, rin, out, rout,
+                                  sv + saved_offset[I] * m, m);
+             }()),
+             ...);
+        }(std::make_index_sequence<L>{});
+    }
+    template <class T>
+    static void pullback(const T* p, const T* v, T* g, T* hv, const T* x, const T* rx, const T* sv, T* scr, T* ybar,
+                         T* rybar, T* xbar, T* rxbar, std::size_t m) {
+        [&]<std::size_t... R>(std::index_sequence<R...>) {
+            (([&] {
+                 constexpr std::size_t I = L - 1 - R;
+                 const T* in = I == 0 ? x : sv + S::act_offset[I] * m;
+                 const T* rin = I == 0 ? rx : sv + (S::inner_width_sum + S::act_offset[I]) * m;
+                 T* yb = I == L - 1 ? ybar : scr + (I % 2) * W * m;
+                 T* ryb = I == L - 1 ? rybar : scr + (2 + I % 2) * W * m;
+                 T* xb = I == 0 ? xbar : scr + ((I + 1) % 2) * W * m;
+                 T* rxb = I == 0 ? rxbar : scr + (2 + (I + 1) % 2) * W * m;
+                 rule<I>::pullback(p + S::param_offset[I], v + S::param_offset[I], g + S::param_offset[I],
+                                   hv + S::param_offset[I], in, rin, sv + saved_offset[I] * m, scr + 4 * W * m, yb,
+                                   ryb, xb, rxb, m);
+             }()),
+             ...);
+        }(std::make_index_sequence<L>{});
+    }
+};
+
 // A layer type that binds to a stand-in: what a Chain holds when its input or its list of layers is
 // wrong (below), so that the assertion that said why is the only error.
 struct stand_in_layer {
@@ -349,6 +478,9 @@ struct Chain : detail::stand_in_sequence {
 template <std::size_t... Dims, class... Layers>
 struct Chain<Input<Dims...>, Layers...> : detail::chain_sequence<Input<Dims...>, Layers...>::type {
     using sequence = typename detail::chain_sequence<Input<Dims...>, Layers...>::type;
+    // the sequence's rules, for the chain as a bound layer (check_bound_layer<Chain<...>>)
+    using jet_rule = detail::SequenceJetRule<sequence, Chain>;
+    using hvp_rule = detail::SequenceHvpRule<sequence, Chain>;
 
     // e.g. "Input[28,28,1] Conv[5x5,6,relu,valid] MaxPool[2x2] Flatten Dense[10,identity]"
     static std::string describe() {

@@ -84,6 +84,32 @@
 //   torch_layout(TorchModules& m, std::size_t off) the layer's PyTorch modules and tensors (layer_metadata.hpp)
 // A layer without the last two trains and predicts like any other; saving it to a checkpoint or a
 // safetensors file is then a compile error that names the missing member.
+//
+// Optional member types, the layer's rules in the derivative passes (a layer without them trains as any
+// other; a pass over a chain that holds it is one compile error naming it, jet.hpp):
+//   jet_rule   input derivatives and residual losses (derivatives/taylor.hpp). Static members:
+//                layer                                 the bound layer itself (`using layer = bound;`)
+//                saved, scratch                        features of storage per sample, each C x m values
+//                forward(p, x, y, saved, m, cols)      y's columns from x's, for a chunk of m samples
+//                pullback(p, g, x, saved, scratch, ybar, xbar, m, cols)
+//                                                      g += the parameter cotangent, xbar = the input
+//                                                      cotangent (may be null); ybar may be clobbered
+//              x, y, xbar, ybar, saved and scratch hold C columns per feature, [f][c][s] at f C m + c m + s;
+//              cols (jet.hpp's JetColumns) gives C, the D tangents and the second-derivative sets. Column
+//              0 is the value, 1 .. D the tangents, then the sums of pure second derivatives (jet.hpp).
+//   hvp_rule   the parameter Hessian-vector product (derivatives/hvp.hpp, the R-operator R{.} = d/de{.}(p +
+//              e v)). Static members:
+//                layer, saved, scratch                 as above, features of m values each
+//                forward(p, v, x, rx, y, ry, saved, m) y and Ry from x and Rx (rx null: Rx = 0)
+//                pullback(p, v, g, hv, x, rx, saved, scratch, ybar, rybar, xbar, rxbar, m)
+//                                                      g += the gradient, hv += its R; xbar and rxbar (both
+//                                                      null or neither) overwritten; ybar, rybar may be
+//                                                      clobbered
+// `layer` must be the bound layer: a bound layer derived from another's inherits its member types, and a
+// rule that names another layer computes that layer's derivatives, so the passes refuse it (one compile
+// error). A rule may also say `static constexpr bool available = false` where the layer's template
+// arguments leave it without one (Dense with an activation without a jet); check_layer then skips it.
+// check_layer checks both rules against finite differences (layer_check.hpp).
 #pragma once
 
 #include <algorithm>

@@ -24,6 +24,21 @@
 //     relative, in double), and the copies a zero dx (the workspaces pad chunks this way); and that moving
 //     one sample's input leaves the other samples' outputs as they were. Where this holds, the input
 //     finite differences move one feature of every sample in one pass (n times fewer forward passes).
+//   - for a layer with the derivative passes' rules (layer.hpp's jet_rule and hvp_rule), on a chunk of 3
+//     samples, in double against finite differences of its own forward and pullback (tested above):
+//       jet_rule: with 2 tangents and the second-derivative sets {0} and {0, 1}, on the input curve
+//       x(t) = x0 + sum_i t_i d_i + 1/2 sum_i t_i^2 e_i (x's columns: x0, d_i, sum_{i in S} e_i), column 0
+//       against forward(x0), tangent i against the central difference along t_i, column S against the
+//       sum over i in S of the second differences along t_i (at second_step and half of it, extrapolated;
+//       second_tolerance; where the two disagree, the curve crosses a kink and the entry is left out);
+//       the pullback against central differences of <ybar, the columns> in every parameter and input
+//       column; that it adds into g and gives that g with xbar = nullptr;
+//       hvp_rule: y against forward, Ry against the central difference along (v, Rx), with Rx given and
+//       Rx = 0; g and xbar against the pullback, hv and R xbar against central differences of the
+//       pullback along (v, Rx, R ybar) (each at step and half of it, extrapolated); that it adds into g
+//       and hv and gives them with xbar = nullptr;
+//     both forwards in float against double, saved and scratch starting as NaN. A rule inherited from
+//     another layer (its `layer` is not this one) fails.
 // Finite differences are only valid where the layer is smooth: random inputs keep ReLU and max pooling
 // away from their kinks with probability one.
 #pragma once
@@ -40,6 +55,7 @@
 #include <utility>
 #include <vector>
 
+#include "chainlet/jet.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
@@ -67,6 +83,8 @@ struct LayerCheckOptions {
     double tolerance = 1e-6;    // on the finite-difference errors
     double floor = 1e-3;        // smallest denominator of a relative finite-difference error
     double float_tolerance = 2e-4;
+    double second_step = 1e-3;        // of the second differences (the jet rule's second columns), and half of it
+    double second_tolerance = 1e-5;   // on their errors
     Pass pass{};                // what forward is told (e.g. training, for Dropout)
 };
 
@@ -74,13 +92,19 @@ struct LayerCheckResult {
     double parameter_gradient_error = 0;  // worst over the chunk sizes
     double input_gradient_error = 0;
     double float_double_difference = 0;
+    // The derivative passes' rules (layer.hpp), where the layer has them: the worst finite-difference error.
+    bool jet_rule_checked = false, hvp_rule_checked = false;
+    double jet_rule_error = 0, hvp_rule_error = 0;
     std::vector<std::string> failures;  // one line each; empty when the layer passed
 
     bool passed() const { return failures.empty(); }
     std::string report() const {
         std::ostringstream s;
         s << "parameter gradient error " << parameter_gradient_error << ", input gradient error "
-          << input_gradient_error << ", float vs double " << float_double_difference << "\n";
+          << input_gradient_error << ", float vs double " << float_double_difference;
+        if (jet_rule_checked) s << ", jet rule " << jet_rule_error;
+        if (hvp_rule_checked) s << ", hvp rule " << hvp_rule_error;
+        s << "\n";
         for (const auto& f : failures) s << "  " << f << "\n";
         return s.str();
     }
@@ -317,6 +341,290 @@ std::string check_independent_samples(const std::vector<double>& p, const std::v
     return {};
 }
 
+// What check_layer does with a layer's rule of each pass: none declared, its own to check, declared but
+// unavailable for these template arguments (layer.hpp), or inherited from another layer (a failure).
+enum class RuleState { none, own, unavailable, inherited };
+
+template <class B, bool Jet>
+constexpr RuleState rule_state() {
+    if constexpr (Jet && requires { typename B::jet_rule; }) {
+        if constexpr (!std::is_same_v<typename B::jet_rule::layer, B>) return RuleState::inherited;
+        else return rule_available<typename B::jet_rule>() ? RuleState::own : RuleState::unavailable;
+    } else if constexpr (!Jet && requires { typename B::hvp_rule; }) {
+        if constexpr (!std::is_same_v<typename B::hvp_rule::layer, B>) return RuleState::inherited;
+        else return rule_available<typename B::hvp_rule>() ? RuleState::own : RuleState::unavailable;
+    } else {
+        return RuleState::none;
+    }
+}
+
+struct RuleCheckOutcome {
+    double error = 0;  // the worst finite-difference error
+    double float_double_difference = 0;
+    std::vector<std::string> failures;
+    void fail(const std::string& what) { failures.push_back(what); }
+};
+
+// The jet columns the check uses: D = 2 tangents, second-derivative sets {0} and {0, 1}.
+struct JetCheckColumns {
+    static constexpr std::size_t D = 2, K = 2, C = 1 + D + K;
+    std::vector<std::vector<std::size_t>> second{{0}, {0, 1}}, containing{{0, 1}, {1}};
+    JetColumns cols() const { return {D, C, second, containing}; }
+};
+
+template <class B, class T>
+std::vector<double> jet_forward(const std::vector<double>& p, const std::vector<double>& x, const JetCheckColumns& jc,
+                                std::size_t m) {
+    using Rule = typename B::jet_rule;
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    std::vector<T> pt(p.begin(), p.end()), xt(x.begin(), x.end()), y(B::out_size * jc.C * m, nan);
+    std::vector<T> saved(Rule::saved * jc.C * m + 1, nan);
+    Rule::forward(static_cast<const T*>(pt.data()), static_cast<const T*>(xt.data()), y.data(), saved.data(), m, jc.cols());
+    return {y.begin(), y.end()};
+}
+
+template <class B>
+RuleCheckOutcome check_jet_rule(const LayerCheckOptions& o) {
+    using Rule = typename B::jet_rule;
+    constexpr std::size_t m = 3, In = B::in_size, Out = B::out_size, P = B::num_params;
+    const JetCheckColumns jc;
+    constexpr std::size_t D = JetCheckColumns::D, K = JetCheckColumns::K, C = JetCheckColumns::C;
+    RuleCheckOutcome r;
+    Rng rng(o.seed * 7919 + 17);
+    const auto p = fill_normal<double>(P, rng, o.param_scale);
+    const auto x0 = fill_normal<double>(In * m, rng, o.input_scale);
+    std::vector<std::vector<double>> d(D), e(D);
+    for (std::size_t i = 0; i < D; ++i) {
+        d[i] = fill_normal<double>(In * m, rng, 1.0);
+        e[i] = fill_normal<double>(In * m, rng, 0.5);
+    }
+    std::vector<double> x(In * C * m, 0.0);
+    for (std::size_t f = 0; f < In; ++f)
+        for (std::size_t s = 0; s < m; ++s) {
+            x[(f * C) * m + s] = x0[f * m + s];
+            for (std::size_t i = 0; i < D; ++i) x[(f * C + 1 + i) * m + s] = d[i][f * m + s];
+            for (std::size_t k = 0; k < K; ++k)
+                for (auto i : jc.second[k]) x[(f * C + 1 + D + k) * m + s] += e[i][f * m + s];
+        }
+    const auto y = jet_forward<B, double>(p, x, jc, m);
+    if (!all_finite(y)) r.fail("jet_rule: forward gave a non-finite column (or read saved storage before writing it)");
+
+    // The columns against differences of the layer's forward along the curve.
+    std::vector<double> ys(Out * m), saved(B::saved_per_sample * m + 1);
+    auto along = [&](std::size_t i, double t) {
+        std::vector<double> xt(In * m);
+        for (std::size_t j = 0; j < In * m; ++j) xt[j] = x0[j] + t * d[i][j] + 0.5 * t * t * e[i][j];
+        layer_forward<B>(p.data(), xt.data(), ys.data(), saved.data(), m, Pass{});
+        return ys;
+    };
+    const auto y0 = along(0, 0.0);
+    std::vector<double> value(Out * m), value_fd(Out * m), tangent(Out * D * m), tangent_fd(Out * D * m),
+        second(Out * K * m), second_fd(Out * K * m, 0.0);
+    std::vector<char> kinked(Out * K * m, 0);
+    for (std::size_t f = 0; f < Out; ++f)
+        for (std::size_t s = 0; s < m; ++s) {
+            value[f * m + s] = y[(f * C) * m + s];
+            value_fd[f * m + s] = y0[f * m + s];
+        }
+    for (std::size_t i = 0; i < D; ++i) {
+        const auto up = along(i, o.step), down = along(i, -o.step);
+        const double h = o.second_step;
+        const auto up2 = along(i, h), down2 = along(i, -h), up1 = along(i, h / 2), down1 = along(i, -h / 2);
+        for (std::size_t f = 0; f < Out; ++f)
+            for (std::size_t s = 0; s < m; ++s) {
+                const std::size_t at = f * m + s;
+                tangent[(f * D + i) * m + s] = y[(f * C + 1 + i) * m + s];
+                tangent_fd[(f * D + i) * m + s] = (up[at] - down[at]) / (2 * o.step);
+                // second differences at h and h / 2, extrapolated (Richardson): error O(h^4), not O(h^2)
+                // Where the two disagree, the curve crosses a kink (ReLU's, at distance below h): the
+                // differences mean nothing there, and the rule's own value stands in for them.
+                const double wide = (up2[at] - 2 * y0[at] + down2[at]) / (h * h);
+                const double narrow = (up1[at] - 2 * y0[at] + down1[at]) / (h * h / 4);
+                const bool kink = std::isfinite(narrow) && std::isfinite(wide) &&
+                                  std::abs(narrow - wide) > 1e-2 * std::max({std::abs(narrow), std::abs(wide), 1.0});
+                for (std::size_t k = 0; k < K; ++k)
+                    for (auto j : jc.second[k])
+                        if (j == i) {
+                            second_fd[(f * K + k) * m + s] += (4 * narrow - wide) / 3;
+                            if (kink) kinked[(f * K + k) * m + s] = 1;
+                        }
+            }
+    }
+    for (std::size_t f = 0; f < Out; ++f)
+        for (std::size_t k = 0; k < K; ++k)
+            for (std::size_t s = 0; s < m; ++s) {
+                const std::size_t at = (f * K + k) * m + s;
+                second[at] = y[(f * C + 1 + D + k) * m + s];
+                if (kinked[at]) second_fd[at] = second[at];
+            }
+    if (worst_relative(value, value_fd) > 1e-10) r.fail("jet_rule: column 0 differs from the layer's forward");
+    const double et = finite_difference_error(tangent_fd, tangent, o.floor);
+    const double es = finite_difference_error(second_fd, second, o.floor);
+    r.error = worse(worse(r.error, et), es);
+    if (!(et <= o.tolerance))
+        r.fail("jet_rule: the tangent columns differ from finite differences by " + std::to_string(et));
+    if (!(es <= o.second_tolerance))
+        r.fail("jet_rule: the second-derivative columns differ from finite differences by " + std::to_string(es));
+
+    // The pullback: the gradient of <ybar, forward's columns> in p and in x's columns.
+    const auto ybar = fill_normal<double>(Out * C * m, rng, 1.0), g0 = fill_normal<double>(P, rng, 1.0);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    auto pull = [&](bool with_xbar) {
+        std::vector<double> g = g0, xbar(In * C * m, nan), yb = ybar, scratch(Rule::scratch * C * m + 1, nan);
+        std::vector<double> sv(Rule::saved * C * m + 1, nan), yy(Out * C * m);
+        Rule::forward(static_cast<const double*>(p.data()), static_cast<const double*>(x.data()), yy.data(), sv.data(), m,
+                      jc.cols());
+        Rule::pullback(static_cast<const double*>(p.data()), g.data(), static_cast<const double*>(x.data()),
+                       static_cast<const double*>(sv.data()), scratch.data(), yb.data(), with_xbar ? xbar.data() : nullptr,
+                       m, jc.cols());
+        for (std::size_t i = 0; i < P; ++i) g[i] -= g0[i];
+        return std::pair{std::move(g), std::move(xbar)};
+    };
+    const auto [g, xbar] = pull(true);
+    const auto g_no_xbar = pull(false).first;
+    if (!all_finite(g) || !all_finite(xbar))
+        r.fail("jet_rule: the pullback gave a non-finite cotangent (or read scratch before writing it)");
+    if (worst_relative(g_no_xbar, g) > 1e-12) r.fail("jet_rule: a pullback with xbar = nullptr gave another g");
+    auto phi = [&](const std::vector<double>& pp, const std::vector<double>& xx) {
+        const auto yy = jet_forward<B, double>(pp, xx, jc, m);
+        double sum = 0;
+        for (std::size_t i = 0; i < yy.size(); ++i) sum += ybar[i] * yy[i];
+        return sum;
+    };
+    auto gradient_fd = [&](std::vector<double> v, bool params) {
+        std::vector<double> fd(v.size());
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            const double keep = v[i];
+            v[i] = keep + o.step;
+            const double up = params ? phi(v, x) : phi(p, v);
+            v[i] = keep - o.step;
+            const double down = params ? phi(v, x) : phi(p, v);
+            v[i] = keep;
+            fd[i] = (up - down) / (2 * o.step);
+        }
+        return fd;
+    };
+    const double eg = finite_difference_error(gradient_fd(p, true), g, o.floor);
+    const double ex = finite_difference_error(gradient_fd(x, false), xbar, o.floor);
+    r.error = worse(worse(r.error, eg), ex);
+    if (!(eg <= o.tolerance))
+        r.fail("jet_rule: the pullback's parameter cotangent differs from finite differences by " + std::to_string(eg));
+    if (!(ex <= o.tolerance))
+        r.fail("jet_rule: the pullback's input cotangent differs from finite differences by " + std::to_string(ex));
+
+    // float against double
+    r.float_double_difference = worst_relative(jet_forward<B, float>(p, x, jc, m), y);
+    if (!(r.float_double_difference <= o.float_tolerance))
+        r.fail("jet_rule: float and double differ by " + std::to_string(r.float_double_difference));
+    return r;
+}
+
+template <class B, class T>
+std::pair<std::vector<double>, std::vector<double>> hvp_forward(const std::vector<double>& p, const std::vector<double>& v,
+                                                                 const std::vector<double>& x,
+                                                                 const std::vector<double>* rx, std::size_t m) {
+    using Rule = typename B::hvp_rule;
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    std::vector<T> pt(p.begin(), p.end()), vt(v.begin(), v.end()), xt(x.begin(), x.end()), y(B::out_size * m, nan),
+        ry(B::out_size * m, nan), saved(Rule::saved * m + 1, nan), rxt;
+    if (rx) rxt.assign(rx->begin(), rx->end());
+    Rule::forward(static_cast<const T*>(pt.data()), static_cast<const T*>(vt.data()), static_cast<const T*>(xt.data()),
+                  rx ? static_cast<const T*>(rxt.data()) : static_cast<const T*>(nullptr), y.data(), ry.data(),
+                  saved.data(), m);
+    return {{y.begin(), y.end()}, {ry.begin(), ry.end()}};
+}
+
+template <class B>
+RuleCheckOutcome check_hvp_rule(const LayerCheckOptions& o) {
+    using Rule = typename B::hvp_rule;
+    constexpr std::size_t m = 3, In = B::in_size, Out = B::out_size, P = B::num_params;
+    RuleCheckOutcome r;
+    Rng rng(o.seed * 7919 + 29);
+    const auto p = fill_normal<double>(P, rng, o.param_scale), v = fill_normal<double>(P, rng, 1.0);
+    const auto x = fill_normal<double>(In * m, rng, o.input_scale), rx = fill_normal<double>(In * m, rng, 1.0);
+    const auto ybar = fill_normal<double>(Out * m, rng, 1.0), rybar = fill_normal<double>(Out * m, rng, 1.0);
+    const auto g0 = fill_normal<double>(P, rng, 1.0), hv0 = fill_normal<double>(P, rng, 1.0);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+
+    // The layer's own forward and pullback (from g = 0) at p + t v, x + t rx (with_rx), cotangent ybar + t rybar.
+    auto moved = [&](const std::vector<double>& a, const std::vector<double>& da, double t) {
+        std::vector<double> out(a.size());
+        for (std::size_t i = 0; i < a.size(); ++i) out[i] = a[i] + t * da[i];
+        return out;
+    };
+    auto layer_at = [&](double t, bool with_rx) {
+        const auto pt = moved(p, v, t), xt = with_rx ? moved(x, rx, t) : x, dy0 = moved(ybar, rybar, t);
+        std::vector<double> y(Out * m), saved(B::saved_per_sample * m + 1), scratch(B::scratch_per_sample * m + 1),
+            g(P, 0.0), dx(In * m), dy = dy0;
+        layer_forward<B>(pt.data(), xt.data(), y.data(), saved.data(), m, Pass{});
+        const std::vector<double> y_out = y;
+        B::pullback(pt.data(), g.data(), xt.data(), y.data(), saved.data(), scratch.data(), dy.data(), dx.data(), m);
+        return std::tuple{y_out, g, dx};
+    };
+    // Central differences at step h and h / 2, extrapolated (Richardson): error O(h^4). The R-operator's
+    // results are derivatives of whole pullbacks, whose O(h^2) error in a deep chain reaches the tolerance.
+    auto central = [&](const std::vector<double>& up, const std::vector<double>& down, const std::vector<double>& up_half,
+                       const std::vector<double>& down_half) {
+        std::vector<double> fd(up.size());
+        for (std::size_t i = 0; i < up.size(); ++i)
+            fd[i] = (4 * (up_half[i] - down_half[i]) / o.step - (up[i] - down[i]) / (2 * o.step)) / 3;
+        return fd;
+    };
+    for (const bool with_rx : {true, false}) {
+        const std::string how = with_rx ? "" : " (Rx = 0)";
+        const auto [y_ref, g_ref, dx_ref] = layer_at(0.0, with_rx);
+        const auto [y_up, g_up, dx_up] = layer_at(o.step, with_rx);
+        const auto [y_down, g_down, dx_down] = layer_at(-o.step, with_rx);
+        const auto [y_uh, g_uh, dx_uh] = layer_at(o.step / 2, with_rx);
+        const auto [y_dh, g_dh, dx_dh] = layer_at(-o.step / 2, with_rx);
+        const auto [y, ry] = hvp_forward<B, double>(p, v, x, with_rx ? &rx : nullptr, m);
+        if (!all_finite(y) || !all_finite(ry))
+            r.fail("hvp_rule: forward gave a non-finite output (or read saved storage before writing it)" + how);
+        if (worst_relative(y, y_ref) > 1e-10) r.fail("hvp_rule: forward's y differs from the layer's forward" + how);
+        const double ery = finite_difference_error(central(y_up, y_down, y_uh, y_dh), ry, o.floor);
+        r.error = worse(r.error, ery);
+        if (!(ery <= o.tolerance)) r.fail("hvp_rule: Ry differs from finite differences by " + std::to_string(ery) + how);
+
+        auto pull = [&](bool with_xbar) {
+            std::vector<double> pt = p, vt = v, xt = x, rxt = rx, sv(Rule::saved * m + 1, nan), yy(Out * m), ryy(Out * m),
+                scratch(Rule::scratch * m + 1, nan), g = g0, hv = hv0, yb = ybar, ryb = rybar, xbar(In * m, nan),
+                rxbar(In * m, nan);
+            const double* rxp = with_rx ? rxt.data() : nullptr;
+            Rule::forward(static_cast<const double*>(pt.data()), static_cast<const double*>(vt.data()),
+                          static_cast<const double*>(xt.data()), rxp, yy.data(), ryy.data(), sv.data(), m);
+            Rule::pullback(static_cast<const double*>(pt.data()), static_cast<const double*>(vt.data()), g.data(), hv.data(),
+                           static_cast<const double*>(xt.data()), rxp, static_cast<const double*>(sv.data()), scratch.data(),
+                           yb.data(), ryb.data(), with_xbar ? xbar.data() : nullptr, with_xbar ? rxbar.data() : nullptr, m);
+            for (std::size_t i = 0; i < P; ++i) {
+                g[i] -= g0[i];
+                hv[i] -= hv0[i];
+            }
+            return std::tuple{g, hv, xbar, rxbar};
+        };
+        const auto [g, hv, xbar, rxbar] = pull(true);
+        const auto [g_n, hv_n, xbar_n, rxbar_n] = pull(false);
+        if (!all_finite(g) || !all_finite(hv) || !all_finite(xbar) || !all_finite(rxbar))
+            r.fail("hvp_rule: the pullback gave a non-finite result (or read scratch before writing it)" + how);
+        if (worst_relative(g, g_ref) > 1e-10 || worst_relative(xbar, dx_ref) > 1e-10)
+            r.fail("hvp_rule: the pullback's g or xbar differs from the layer's pullback" + how);
+        if (worst_relative(g_n, g) > 1e-12 || worst_relative(hv_n, hv) > 1e-12)
+            r.fail("hvp_rule: a pullback with xbar = nullptr gave another g or hv" + how);
+        const double eh = finite_difference_error(central(g_up, g_down, g_uh, g_dh), hv, o.floor);
+        const double erx = finite_difference_error(central(dx_up, dx_down, dx_uh, dx_dh), rxbar, o.floor);
+        r.error = worse(worse(r.error, eh), erx);
+        if (!(eh <= o.tolerance)) r.fail("hvp_rule: hv differs from finite differences by " + std::to_string(eh) + how);
+        if (!(erx <= o.tolerance))
+            r.fail("hvp_rule: R xbar differs from finite differences by " + std::to_string(erx) + how);
+        if (with_rx) {
+            const auto [yf, ryf] = hvp_forward<B, float>(p, v, x, &rx, m);
+            r.float_double_difference = std::max(worst_relative(yf, y), worst_relative(ryf, ry));
+            if (!(r.float_double_difference <= o.float_tolerance))
+                r.fail("hvp_rule: float and double differ by " + std::to_string(r.float_double_difference));
+        }
+    }
+    return r;
+}
+
 }  // namespace detail
 
 // The same for a layer already bound to its input shape (B = L::bound<Shape<...>>).
@@ -452,6 +760,21 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
         r.float_double_difference = std::max(r.float_double_difference, fdiff);
         if (!(fdiff <= o.float_tolerance)) fail(n, "float and double differ by " + std::to_string(fdiff));
     }
+
+    // The derivative passes' rules.
+    using detail::RuleState;
+    auto merge = [&](detail::RuleCheckOutcome outcome, bool& checked, double& error) {
+        checked = true;
+        error = outcome.error;
+        for (auto& f : outcome.failures) r.failures.push_back(std::move(f));
+    };
+    const std::string inherited = " names another layer: it is inherited from a base layer, whose derivatives it "
+                                  "computes (declare the layer's own, layer.hpp)";
+    constexpr RuleState jet = detail::rule_state<B, true>(), hvp = detail::rule_state<B, false>();
+    if constexpr (jet == RuleState::inherited) r.failures.push_back("jet_rule" + inherited);
+    else if constexpr (jet == RuleState::own) merge(detail::check_jet_rule<B>(o), r.jet_rule_checked, r.jet_rule_error);
+    if constexpr (hvp == RuleState::inherited) r.failures.push_back("hvp_rule" + inherited);
+    else if constexpr (hvp == RuleState::own) merge(detail::check_hvp_rule<B>(o), r.hvp_rule_checked, r.hvp_rule_error);
     return r;
 }
 

@@ -1,6 +1,8 @@
 // A user's activation without a jet fused into a Dense, and another as an ActivationLayer: the parameter
 // Hessian-vector product names the missing jet in one static_assert per layer, not its "no rule for this
 // layer" error.
+#include <vector>
+
 #include "chainlet/chainlet.hpp"
 #include "chainlet/derivatives/hvp.hpp"
 
@@ -25,5 +27,6 @@ using Net = chainlet::Chain<chainlet::Input<2>, chainlet::Dense<3, Cube>, chainl
                             chainlet::Dense<1>>;
 int main() {
     chainlet::HessianVectorWorkspace<Net, double> ws(16, 1);
-    return static_cast<int>(ws.chunk);
+    std::vector<double> p(Net::num_params), v(Net::num_params), g(Net::num_params), hv(Net::num_params), x(2), t(1);
+    return static_cast<int>(ws.hvp(p, v, g, hv, x, t));
 }

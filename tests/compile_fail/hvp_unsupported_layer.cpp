@@ -1,5 +1,5 @@
 // A layer the parameter Hessian-vector product has no rule for (LayerNorm inside a Parallel branch): one
-// static_assert of derivatives/hvp.hpp, whose "required from" line names the layer.
+// static_assert (jet.hpp), whose "required from" line names the layer.
 #include "chainlet/chainlet.hpp"
 #include "chainlet/derivatives/hvp.hpp"
 

@@ -2,6 +2,8 @@
 // another as an ActivationLayer inside a Residual: the input-derivative pass names the missing jet in one
 // static_assert per layer, not its "no rule for this layer" error (the layers are Dense and
 // ActivationLayer, which it supports).
+#include <vector>
+
 #include "chainlet/chainlet.hpp"
 #include "chainlet/derivatives/taylor.hpp"
 
@@ -26,5 +28,7 @@ using Net = chainlet::Chain<chainlet::Input<2>, chainlet::Dense<4, Cube>,
                             chainlet::Residual<chainlet::ActivationLayer<Square>>, chainlet::Dense<1>>;
 int main() {
     chainlet::DerivativeWorkspace<Net, double> ws(chainlet::DerivativeSpec::laplacian(2), 16, 1);
-    return static_cast<int>(ws.chunk());
+    std::vector<double> p(Net::num_params), x(2), out(4);
+    ws.derivatives(p, x, out);
+    return 0;
 }

@@ -1,5 +1,5 @@
-// A layer the input-derivative pass has no rule for (LayerNorm, inside a Residual): one static_assert of
-// derivatives/taylor.hpp, whose "required from" line names the layer.
+// A layer the input-derivative pass has no rule for (LayerNorm, inside a Residual): one static_assert
+// (jet.hpp), whose "required from" line names the layer.
 #include "chainlet/chainlet.hpp"
 #include "chainlet/derivatives/taylor.hpp"
 

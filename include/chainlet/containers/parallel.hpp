@@ -10,7 +10,8 @@
 //   Concat   dy restricted to its block;   Sum  dy;
 //   Product  dy .* prod_{j != b} o_j;      Dot  dy[s] prod_{j != b} o_j[k]
 // and the input cotangents of the branches add up: dx = sum_b J_b^T dy_b (the first branch writes dx,
-// the others write a scratch buffer that is added to it).
+// the others write a scratch buffer that is added to it). The derivative passes' rules (layer.hpp), below
+// the layer.
 //
 // PyTorch: `Parallel(combine, *branches)` in python/chainlet_torch.py, the branches an nn.ModuleList of
 // nn.Sequential; tensor names read "<index>.branches.<b>.<inner index>.weight".
@@ -27,11 +28,20 @@
 #include <utility>
 
 #include "chainlet/chain.hpp"
+#include "chainlet/jet.hpp"
 #include "chainlet/kernels/elementwise.hpp"
+#include "chainlet/kernels/vector_loop.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
 
 namespace chainlet {
+
+namespace detail {
+template <class B>
+struct ParallelJetRule;
+template <class B>
+struct ParallelHvpRule;
+}  // namespace detail
 
 // One branch of a Parallel: a chain of layers.
 template <class... Layers>
@@ -74,7 +84,10 @@ struct Parallel {
     template <class InShape>
     struct bound {
         static constexpr std::size_t B = sizeof...(Branches);
-        using layer_type = Parallel;  // for passes with their own rules (derivatives/taylor.hpp)
+        using layer_type = Parallel;
+        using combine = Combine;
+        using jet_rule = detail::ParallelJetRule<bound>;  // the derivative passes' rules (below)
+        using hvp_rule = detail::ParallelHvpRule<bound>;
         using branches = std::tuple<typename Branches::template bound<InShape>...>;
         template <std::size_t I>
         using branch = std::tuple_element_t<I, branches>;
@@ -116,13 +129,8 @@ struct Parallel {
 
         // Saved: the branch outputs (not for Concat: they are y), then each branch's saved storage.
         static constexpr std::size_t outputs_saved = concat ? 0 : out_offset[B];
-        static constexpr auto saved_offset = [] {
-            std::array<std::size_t, B + 1> o{};
-            o[0] = outputs_saved;
-            const std::array<std::size_t, B> s = {Branches::template bound<InShape>::saved_per_sample...};
-            for (std::size_t i = 0; i < B; ++i) o[i + 1] = o[i] + s[i];
-            return o;
-        }();
+        static constexpr auto saved_offset =
+            detail::blocks_after<B>(outputs_saved, {Branches::template bound<InShape>::saved_per_sample...});
         static constexpr std::size_t saved_per_sample = saved_offset[B];
         // Scratch: a branch's output cotangent, an input cotangent to add into dx, the largest branch scratch.
         static constexpr std::size_t cotangent_size = concat ? 0 : *std::max_element(width.begin(), width.end());
@@ -250,5 +258,325 @@ struct Parallel<Combine> {
         }();
     };
 };
+
+namespace detail {
+
+// The product of two jets (one feature, C x m values each), Leibniz:
+//   y = a b,   y_i = a_i b + a b_i,   y_S = a_S b + 2 sum_{i in S} a_i b_i + a b_S.
+// Accumulate: y += instead of y = (Dot sums the features' products).
+template <bool Accumulate, class T>
+void jet_product(const T* a, const T* b, T* y, std::size_t m, const JetColumns& cols) {
+    const std::size_t D = cols.D, K = cols.second.size();
+    kernels::vectors_then_scalars<T>(m, [&]<class V>(std::size_t s) {
+        auto ld = [&](const T* q, std::size_t c) { return simd::loadv<V>(q + c * m + s); };
+        auto put = [&](std::size_t c, V v) {
+            if constexpr (Accumulate) v += simd::loadv<V>(y + c * m + s);
+            simd::storev(y + c * m + s, v);
+        };
+        const V a0 = ld(a, 0), b0 = ld(b, 0);
+        for (std::size_t k = 0; k < K; ++k) {
+            V cross(0);
+            for (auto i : cols.second[k]) cross = simd::fma(ld(a, 1 + i), ld(b, 1 + i), cross);
+            const std::size_t c = 1 + D + k;
+            put(c, simd::fma(ld(a, c), b0, simd::fma(a0, ld(b, c), V(2) * cross)));
+        }
+        for (std::size_t i = 0; i < D; ++i) put(1 + i, simd::fma(ld(a, 1 + i), b0, a0 * ld(b, 1 + i)));
+        put(0, a0 * b0);
+    });
+}
+
+// The pullback of jet_product to a (to b: swap a and b), from the cotangent ybar of y:
+//   abar   = sum over every column c of ybar_c b_c     (a enters y_c with the factor b_c)
+//   abar_i = ybar_i b + 2 b_i sum_{S contains i} ybar_S
+//   abar_S = ybar_S b
+template <class T>
+void jet_product_pullback(const T* b, const T* ybar, T* abar, std::size_t m, const JetColumns& cols) {
+    const std::size_t D = cols.D, K = cols.second.size(), C = cols.C;
+    kernels::vectors_then_scalars<T>(m, [&]<class V>(std::size_t s) {
+        auto ld = [&](const T* q, std::size_t c) { return simd::loadv<V>(q + c * m + s); };
+        const V b0 = ld(b, 0);
+        V a0(0);
+        for (std::size_t c = 0; c < C; ++c) a0 = simd::fma(ld(ybar, c), ld(b, c), a0);
+        for (std::size_t i = 0; i < D; ++i) {
+            V w(0);
+            for (auto k : cols.containing[i]) w += ld(ybar, 1 + D + k);
+            simd::storev(abar + (1 + i) * m + s, simd::fma(ld(ybar, 1 + i), b0, V(2) * w * ld(b, 1 + i)));
+        }
+        for (std::size_t k = 0; k < K; ++k) simd::storev(abar + (1 + D + k) * m + s, ld(ybar, 1 + D + k) * b0);
+        simd::storev(abar + s, a0);
+    });
+}
+
+// Input derivatives (jet.hpp): every branch reads x's columns. Concat: the branches' columns side by
+// side (each branch writes its block of y). Sum: y_c = sum_b o_b,c. Product: the jet products, one factor
+// after the other, P_0 = o_0, P_b = jet_product(P_{b-1}, o_b), y = P_{B-1}, per feature. Dot: the same,
+// with the last product summed over the features.
+// Pullback: branch b's cotangent is ybar's block (Concat) or a copy of ybar (Sum). Product and Dot go
+// backwards through the products, Pbar_{B-1} = ybar (Dot: the one ybar for every feature), then for
+// b = B-1 .. 1:  obar_b = jet_product_pullback(P_{b-1}, Pbar_b),  Pbar_{b-1} = jet_product_pullback(o_b,
+// Pbar_b); and obar_0 = Pbar_0. Each branch is pulled back as soon as its cotangent is known (last
+// branch first). The branches' input cotangents add up (the first pulled back writes xbar, the others
+// a scratch block added to it).
+// Saved: the branch outputs (not for Concat), the partial products P_1 .. P_{B-2} (Product, Dot), then
+// each branch's saved block. Scratch: a branch's cotangent (not for Concat), two Pbar buffers (Product,
+// Dot), the input cotangent of a later branch, the largest branch scratch.
+template <class B>
+struct ParallelJetRule {
+    using layer = B;
+    using Combine = typename B::combine;
+    static constexpr std::size_t NB = std::tuple_size_v<typename B::branches>;
+    static constexpr bool concat = std::is_same_v<Combine, Concat>, dot = std::is_same_v<Combine, Dot>;
+    // A Product of one branch is its output, as a Sum of one.
+    static constexpr bool additive = std::is_same_v<Combine, Sum> || (std::is_same_v<Combine, Product> && NB == 1);
+    static constexpr bool products = !concat && !additive;
+    static constexpr std::size_t Fo = B::width[0];  // the branch width (Sum, Product, Dot)
+    template <std::size_t I>
+    using rule = jet_rule_of<typename B::template branch<I>>;
+    static constexpr bool available = []<std::size_t... I>(std::index_sequence<I...>) {
+        return (rule_available<rule<I>>() && ...);
+    }(std::make_index_sequence<NB>{});
+    static constexpr std::size_t num_partials = products ? NB - 2 : 0;
+    static constexpr std::size_t partials_offset = concat ? 0 : B::out_offset[NB];
+    static constexpr std::size_t outputs_saved = partials_offset + num_partials * Fo;
+    static constexpr std::array<std::size_t, NB + 1> saved_offset = []<std::size_t... I>(std::index_sequence<I...>) {
+        return blocks_after<NB>(outputs_saved, {rule<I>::saved...});
+    }(std::make_index_sequence<NB>{});
+    static constexpr std::size_t saved = saved_offset[NB];
+    static constexpr std::size_t cotangent_size = concat ? 0 : products ? 3 * Fo : Fo;
+    static constexpr std::size_t dx_size = NB > 1 ? B::in_size : 0;
+    static constexpr std::size_t scratch = []<std::size_t... I>(std::index_sequence<I...>) {
+        return cotangent_size + dx_size + std::max({rule<I>::scratch...});
+    }(std::make_index_sequence<NB>{});
+
+    template <std::size_t I, class T>
+    static T* output(T* y, T* sv, std::size_t N) {
+        return (concat ? y : sv) + B::out_offset[I] * N;
+    }
+    // P_b (P_0 = o_0).
+    template <class T>
+    static T* partial(T* sv, std::size_t b, std::size_t N) {
+        return b == 0 ? sv : sv + (partials_offset + (b - 1) * Fo) * N;
+    }
+
+    template <class T>
+    static void forward(const T* p, const T* x, T* y, T* sv, std::size_t m, const JetColumns& cols) {
+        const std::size_t N = cols.C * m;
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            (rule<I>::forward(p + B::param_offset[I], x, output<I>(y, sv, N), sv + saved_offset[I] * N, m, cols), ...);
+        }(std::make_index_sequence<NB>{});
+        if constexpr (concat) {
+            // the branches wrote their blocks of y
+        } else if constexpr (additive) {
+            std::copy_n(sv, Fo * N, y);
+            for (std::size_t b = 1; b < NB; ++b) kernels::add_to(y, static_cast<const T*>(sv + B::out_offset[b] * N), Fo * N);
+        } else {
+            for (std::size_t b = 1; b < NB; ++b) {
+                const T* left = partial(sv, b - 1, N);
+                const T* right = sv + B::out_offset[b] * N;
+                if (b + 1 < NB || !dot) {
+                    T* dest = b + 1 < NB ? partial(sv, b, N) : y;
+                    for (std::size_t k = 0; k < Fo; ++k) jet_product<false>(left + k * N, right + k * N, dest + k * N, m, cols);
+                } else {
+                    std::fill_n(y, N, T(0));
+                    for (std::size_t k = 0; k < Fo; ++k) jet_product<true>(left + k * N, right + k * N, y, m, cols);
+                }
+            }
+        }
+    }
+
+    template <class T>
+    static void pullback(const T* p, T* g, const T* x, const T* sv, T* scr, T* ybar, T* xbar, std::size_t m,
+                         const JetColumns& cols) {
+        const std::size_t N = cols.C * m;
+        T* const cotangent = scr;
+        T* const pbar_buf[2] = {scr + Fo * N, scr + 2 * Fo * N};  // Product, Dot
+        T* const branch_dx = scr + cotangent_size * N;
+        T* const branch_scratch = branch_dx + dx_size * N;
+        T* const sv_mut = const_cast<T*>(sv);  // read only
+        [&]<std::size_t... R>(std::index_sequence<R...>) {
+            (([&] {
+                 constexpr std::size_t I = products ? NB - 1 - R : R;  // products: last branch first
+                 T* dyb = cotangent;
+                 if constexpr (concat) {
+                     dyb = ybar + B::out_offset[I] * N;
+                 } else if constexpr (additive) {
+                     std::copy_n(ybar, Fo * N, dyb);
+                 } else {
+                     // Pbar_I: ybar (for Dot one feature, read for every k), or the buffer the step above wrote
+                     const T* pbar = I == NB - 1 ? ybar : pbar_buf[I % 2];
+                     const std::size_t stride = I == NB - 1 && dot ? 0 : N;
+                     if constexpr (I >= 1) {
+                         const T* left = partial(sv_mut, I - 1, N);
+                         const T* own = sv + B::out_offset[I] * N;
+                         T* next = pbar_buf[(I - 1) % 2];
+                         for (std::size_t k = 0; k < Fo; ++k) {
+                             jet_product_pullback(left + k * N, pbar + k * stride, dyb + k * N, m, cols);
+                             jet_product_pullback(own + k * N, pbar + k * stride, next + k * N, m, cols);
+                         }
+                     } else {
+                         dyb = pbar_buf[0];  // obar_0 = Pbar_0
+                     }
+                 }
+                 T* dxb = !xbar ? nullptr : R == 0 ? xbar : branch_dx;
+                 rule<I>::pullback(p + B::param_offset[I], g + B::param_offset[I], x, sv + saved_offset[I] * N,
+                                   branch_scratch, dyb, dxb, m, cols);
+                 if (xbar && R > 0) kernels::add_to(xbar, static_cast<const T*>(branch_dx), B::in_size * N);
+             }()),
+             ...);
+        }(std::make_index_sequence<NB>{});
+    }
+};
+
+// The R-operator (derivatives/hvp.hpp): as the jet rule above, with R (a product y = A B, one factor
+// at a time: Ry = RA B + A RB;  Abar = ybar B,  R Abar = R ybar B + ybar RB, and B alike). Saved: the branch outputs o_b, then their R o_b (not for
+// Concat), the partial products P_1 .. P_{B-2} and their R (Product, Dot), the branches' saved blocks.
+// Scratch: a branch's cotangent and its R (not for Concat), two Pbar buffers and their R (Product, Dot),
+// a later branch's input cotangent and its R, the largest branch scratch.
+template <class B>
+struct ParallelHvpRule {
+    using layer = B;
+    using Combine = typename B::combine;
+    static constexpr std::size_t NB = std::tuple_size_v<typename B::branches>;
+    static constexpr bool concat = std::is_same_v<Combine, Concat>, dot = std::is_same_v<Combine, Dot>;
+    static constexpr bool additive = std::is_same_v<Combine, Sum> || (std::is_same_v<Combine, Product> && NB == 1);
+    static constexpr bool products = !concat && !additive;
+    static constexpr std::size_t Fo = B::width[0], Wsum = B::out_offset[NB];
+    template <std::size_t I>
+    using rule = hvp_rule_of<typename B::template branch<I>>;
+    static constexpr bool available = []<std::size_t... I>(std::index_sequence<I...>) {
+        return (rule_available<rule<I>>() && ...);
+    }(std::make_index_sequence<NB>{});
+    static constexpr std::size_t num_partials = products ? NB - 2 : 0;
+    static constexpr std::size_t partials_offset = concat ? 0 : 2 * Wsum;
+    static constexpr std::array<std::size_t, NB + 1> saved_offset = []<std::size_t... I>(std::index_sequence<I...>) {
+        return blocks_after<NB>(partials_offset + 2 * num_partials * Fo, {rule<I>::saved...});
+    }(std::make_index_sequence<NB>{});
+    static constexpr std::size_t saved = saved_offset[NB];
+    static constexpr std::size_t cotangent_size = concat ? 0 : products ? 6 * Fo : 2 * Fo;
+    static constexpr std::size_t dx_size = NB > 1 ? 2 * B::in_size : 0;
+    static constexpr std::size_t scratch = []<std::size_t... I>(std::index_sequence<I...>) {
+        return cotangent_size + dx_size + std::max({rule<I>::scratch...});
+    }(std::make_index_sequence<NB>{});
+
+    // Branch b's output and its R (in y, ry for Concat).
+    template <std::size_t I, class T>
+    static T* out(T* y, T* sv, std::size_t m) {
+        return concat ? y + B::out_offset[I] * m : sv + B::out_offset[I] * m;
+    }
+    template <std::size_t I, class T>
+    static T* rout(T* ry, T* sv, std::size_t m) {
+        return concat ? ry + B::out_offset[I] * m : sv + (Wsum + B::out_offset[I]) * m;
+    }
+    // P_b and R P_b (P_0 = o_0).
+    template <class T>
+    static T* partial(T* sv, std::size_t b, std::size_t m) {
+        return b == 0 ? sv : sv + (partials_offset + 2 * (b - 1) * Fo) * m;
+    }
+    template <class T>
+    static T* rpartial(T* sv, std::size_t b, std::size_t m) {
+        return b == 0 ? sv + Wsum * m : sv + (partials_offset + (2 * (b - 1) + 1) * Fo) * m;
+    }
+
+    template <class T>
+    static void forward(const T* p, const T* v, const T* x, const T* rx, T* y, T* ry, T* sv, std::size_t m) {
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            (rule<I>::forward(p + B::param_offset[I], v + B::param_offset[I], x, rx, out<I>(y, sv, m), rout<I>(ry, sv, m),
+                              sv + saved_offset[I] * m, m),
+             ...);
+        }(std::make_index_sequence<NB>{});
+        const std::size_t len = Fo * m;
+        if constexpr (concat) {
+        } else if constexpr (additive) {
+            std::copy_n(sv, len, y);
+            std::copy_n(sv + Wsum * m, len, ry);
+            for (std::size_t b = 1; b < NB; ++b) {
+                kernels::add_to(y, static_cast<const T*>(sv + B::out_offset[b] * m), len);
+                kernels::add_to(ry, static_cast<const T*>(sv + (Wsum + B::out_offset[b]) * m), len);
+            }
+        } else {
+            if constexpr (dot) {
+                std::fill_n(y, m, T(0));
+                std::fill_n(ry, m, T(0));
+            }
+            for (std::size_t b = 1; b < NB; ++b) {
+                const T *A = partial(sv, b - 1, m), *RA = rpartial(sv, b - 1, m);
+                const T *Bo = sv + B::out_offset[b] * m, *RB = sv + (Wsum + B::out_offset[b]) * m;
+                const bool last = b + 1 == NB;
+                if (last && dot) {
+                    for (std::size_t k = 0; k < Fo; ++k)
+                        for (std::size_t s = 0; s < m; ++s) {
+                            const std::size_t i = k * m + s;
+                            y[s] += A[i] * Bo[i];
+                            ry[s] += RA[i] * Bo[i] + A[i] * RB[i];
+                        }
+                } else {
+                    T* P = last ? y : partial(sv, b, m);
+                    T* RP = last ? ry : rpartial(sv, b, m);
+                    for (std::size_t i = 0; i < len; ++i) {
+                        const T a = A[i], ra = RA[i];  // P may not alias A, but read first anyway
+                        P[i] = a * Bo[i];
+                        RP[i] = ra * Bo[i] + a * RB[i];
+                    }
+                }
+            }
+        }
+    }
+
+    template <class T>
+    static void pullback(const T* p, const T* v, T* g, T* hv, const T* x, const T* rx, const T* sv, T* scr, T* ybar,
+                         T* rybar, T* xbar, T* rxbar, std::size_t m) {
+        const std::size_t len = Fo * m;
+        T* const c = scr;  // a branch's cotangent, then its R
+        T* const pb[2] = {scr + 2 * len, scr + 4 * len};  // Pbar and R Pbar, ping-pong (Product, Dot)
+        T* const bdx = scr + cotangent_size * m;
+        T* const bscr = bdx + dx_size * m;
+        T* const svm = const_cast<T*>(sv);  // read only
+        [&]<std::size_t... R>(std::index_sequence<R...>) {
+            (([&] {
+                 constexpr std::size_t I = products ? NB - 1 - R : R;
+                 T *dyb = c, *rdyb = c + len;
+                 if constexpr (concat) {
+                     dyb = ybar + B::out_offset[I] * m;
+                     rdyb = rybar + B::out_offset[I] * m;
+                 } else if constexpr (additive) {
+                     std::copy_n(ybar, len, dyb);
+                     std::copy_n(rybar, len, rdyb);
+                 } else {
+                     // Pbar_I and its R: ybar, rybar (Dot: one feature for every k) or the buffers written above
+                     const T* Pb = I == NB - 1 ? ybar : pb[I % 2];
+                     const T* RPb = I == NB - 1 ? rybar : pb[I % 2] + len;
+                     const bool bcast = I == NB - 1 && dot;
+                     if constexpr (I >= 1) {
+                         const T *A = partial(svm, I - 1, m), *RA = rpartial(svm, I - 1, m);
+                         const T *Bo = sv + B::out_offset[I] * m, *RB = sv + (Wsum + B::out_offset[I]) * m;
+                         T *Ab = pb[(I - 1) % 2], *RAb = pb[(I - 1) % 2] + len;
+                         for (std::size_t i = 0; i < len; ++i) {
+                             const std::size_t j = bcast ? i % m : i;
+                             dyb[i] = Pb[j] * A[i];                      // Bbar = Pbar A
+                             rdyb[i] = RPb[j] * A[i] + Pb[j] * RA[i];    // R Bbar = R Pbar A + Pbar RA
+                             Ab[i] = Pb[j] * Bo[i];                      // Abar = Pbar B
+                             RAb[i] = RPb[j] * Bo[i] + Pb[j] * RB[i];    // R Abar = R Pbar B + Pbar RB
+                         }
+                     } else {
+                         dyb = pb[0];
+                         rdyb = pb[0] + len;
+                     }
+                 }
+                 T* dxb = !xbar ? nullptr : R == 0 ? xbar : bdx;
+                 T* rdxb = !xbar ? nullptr : R == 0 ? rxbar : bdx + B::in_size * m;
+                 rule<I>::pullback(p + B::param_offset[I], v + B::param_offset[I], g + B::param_offset[I],
+                                   hv + B::param_offset[I], x, rx, sv + saved_offset[I] * m, bscr, dyb, rdyb, dxb,
+                                   rdxb, m);
+                 if (xbar && R > 0) {
+                     kernels::add_to(xbar, static_cast<const T*>(bdx), B::in_size * m);
+                     kernels::add_to(rxbar, static_cast<const T*>(bdx + B::in_size * m), B::in_size * m);
+                 }
+             }()),
+             ...);
+        }(std::make_index_sequence<NB>{});
+    }
+};
+
+}  // namespace detail
 
 }  // namespace chainlet

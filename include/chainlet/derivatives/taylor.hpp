@@ -1,35 +1,14 @@
 // Input derivatives of a network in one forward pass, and the pullback of a loss of them to the
 // parameters (physics-informed training). No tape: every layer's rule is written out.
 //
-// For a chunk of n samples the pass carries C = 1 + D + K columns per feature (feature-major,
-// element [f][c][s] at f * C n + c n + s, so one matrix product moves all columns of a layer):
-//   column 0          the value a
-//   columns 1 .. D    tangents a_i = da/dt_i (the input derivatives d/dx_i, or the caller's directions)
-//   columns 1+D+k     second derivatives a_S = sum_{i in S_k} d2a/dt_i^2 (S_k = {i}: a Hessian diagonal
-//                     entry; S_k = all: the Laplacian)
-// Through Dense<N, Act> (z = W a + b, y = f(z)):
-//   z = W a + b,  z_i = W a_i,  z_S = W a_S
-//   y = f(z),     y_i = f'(z) z_i,  y_S = f''(z) sum_{i in S} z_i^2 + f'(z) z_S
-// Pullback (the reverse of those rules, needs f'''), from the cotangents ybar of every column:
-//   zbar   = ybar f' + sum_i ybar_i f'' z_i + sum_S ybar_S (f''' sum_{i in S} z_i^2 + f'' z_S)
-//   zbar_i = ybar_i f' + sum_{S contains i} 2 ybar_S f'' z_i
-//   zbar_S = ybar_S f'
-//   Wbar += zbar_all a_all^T (every column),  bbar += sum_s zbar,  abar = W^T zbar (every column).
-// The pass walks the chain layer by layer, each layer kind by its own jet rule (detail::TaylorRule
-// below, recursively through containers): Dense (above), ActivationLayer (Dense's activation rule with
-// z = x), Slice (every column selects), Residual (every column adds), Parallel with Concat (columns
-// concatenate), Sum (columns add), Product and Dot (Leibniz, one factor at a time:
-//   y = a b,  y_i = a_i b + a b_i,  y_S = a_S b + 2 sum_{i in S} a_i b_i + a b_S).
-// Any other layer (convolutions, pooling, normalisation, recurrent, Dropout ...) fails to compile with
-// one static_assert; the "required from" line names it. So does a Dense or ActivationLayer whose
+// For a chunk of n samples the pass carries C = 1 + D + K columns per feature (jet.hpp: the value, D
+// tangents, K second-derivative sums; feature-major, element [f][c][s] at f * C n + c n + s, so one
+// matrix product moves all columns of a layer), with S_k = {i} a Hessian diagonal entry and S_k = all
+// the Laplacian. The pass walks the network by each layer's jet_rule (layer.hpp), which its own header
+// holds, recursively through containers: Dense, ActivationLayer, Slice, Residual and Parallel are built
+// in, and a user's layer joins by declaring one. A layer without a rule fails to compile with one
+// static_assert whose "required from" line names it (jet.hpp); so does a Dense or ActivationLayer whose
 // activation has no jet (a user's activation may leave it out: detail::checked_jet), with its own message.
-//
-// Where the rules live: here, not in the layers' headers. A layer header holds the whole layer for
-// training (forward, pullback, metadata); the jet rules belong to this pass, need its column layout and
-// the activations' third derivatives, and a layer header including derivatives/ would make a lower
-// header include a higher one. So the layers only expose what the rules read (Dense: activation and
-// bias; the containers and ActivationLayer and Slice: `layer_type`, the layer's own type, which picks
-// the rule by partial specialisation; the containers' inner chains and offsets were public already).
 #pragma once
 
 #include <algorithm>
@@ -44,55 +23,14 @@
 #include <utility>
 #include <vector>
 
-#include "chainlet/activations.hpp"
 #include "chainlet/chain.hpp"
 #include "chainlet/checks.hpp"
-#include "chainlet/containers/parallel.hpp"
-#include "chainlet/containers/residual.hpp"
-#include "chainlet/kernel_instances.hpp"
+#include "chainlet/jet.hpp"
 #include "chainlet/kernels/elementwise.hpp"
-#include "chainlet/kernels/gemm.hpp"
-#include "chainlet/kernels/vector_loop.hpp"
-#include "chainlet/kernels/simd.hpp"
-#include "chainlet/layers/activation.hpp"
-#include "chainlet/layers/slice.hpp"
 #include "chainlet/memory.hpp"
 #include "chainlet/parallel.hpp"
 
 namespace chainlet {
-
-// A bound Dense layer, which the input-derivative pass and the Hessian-vector product go through (it
-// exposes its activation and bias).
-template <class L>
-concept TaylorDense = requires {
-    typename L::activation;
-    { L::has_bias } -> std::convertible_to<bool>;
-    { L::num_weights } -> std::convertible_to<std::size_t>;
-};
-
-// An activation with a jet (its value and first three derivatives, activations.hpp), which both passes
-// need in a Dense or an ActivationLayer. Every built-in activation has one; the Activation concept does
-// not ask for it, so a user's activation may have none (and then stays out of these two passes).
-template <class Act>
-concept JetActivation = requires { { Act::template jet<double>(0.0) }; };
-
-namespace detail {
-// The activation the Dense and ActivationLayer rules of both passes compute with: Act, or, where Act has
-// no jet, Identity after the assertion has said so, which then stays the only error. Layer (the bound
-// layer) makes it one assertion per layer type, named in the "In instantiation of" line; the "required
-// from" lines after it name the pass that needed it first. A function, not a class: see no_derivative_rule.
-template <class Act, class Layer>
-constexpr bool checked_jet() {
-    static_assert(JetActivation<Act>,
-                  "chainlet: the input-derivative pass (derivatives/taylor.hpp) and the parameter Hessian-vector "
-                  "product (derivatives/hvp.hpp) need an activation with a jet (Act::jet: the value and three "
-                  "derivatives), which every built-in activation has; the Dense or ActivationLayer named as Layer "
-                  "in checked_jet<Act, Layer> uses one without it");
-    return JetActivation<Act>;
-}
-template <class Act, class Layer>
-using jet_activation = std::conditional_t<checked_jet<Act, Layer>(), Act, Identity>;
-}  // namespace detail
 
 // Which derivatives the pass carries. tangents: D, the number of tangent columns (for input derivatives,
 // the input size: tangent i is d/dx_i). second[k]: the tangent indices whose pure second derivatives
@@ -191,468 +129,6 @@ LinearResidual<T, Source> linear_residual(std::vector<T> first, std::vector<T> s
     return {value, std::move(first), std::move(second), std::move(source)};
 }
 
-namespace detail {
-
-// The Dense rules of the header comment on one layer. z, y, zbar: Out x C x n.
-// An activation with `output_jet` (its derivatives are functions of y = f(z): identity, ReLU, tanh,
-// sigmoid) lets the pullback read the jet from y: Dense's forward then stores y's value column over z's
-// column 0 (`in_place`), so the pullback evaluates no f again (tanh: a quarter of the PINN pullback).
-template <class Act>
-concept HasOutputJet = requires { Act::template output_jet<double>(0.0); };
-
-template <class Act, class T>
-struct DenseJetRule {
-    static constexpr bool from_output = HasOutputJet<Act>;
-    // y and its columns from z (z holds W a in every column). in_place (Dense): bias (if any) is added to
-    // column 0 first, and with from_output column 0 of z receives y's value for the pullback. Otherwise
-    // (ActivationLayer: z is the layer's input) z is read only.
-    template <bool in_place>
-    static void forward(std::conditional_t<in_place, T*, const T*> z, T* y, std::size_t out, std::size_t n,
-                        std::size_t D, const std::vector<std::vector<std::size_t>>& second, const T* bias = nullptr) {
-        const std::size_t C = 1 + D + second.size(), stride = C * n;
-        for (std::size_t o = 0; o < out; ++o) {
-            auto zo = z + o * stride;
-            T* yo = y + o * stride;
-            kernels::vectors_then_scalars<T>(n, [&]<class V>(std::size_t s) {
-                V z0 = simd::loadv<V>(zo + s);
-                if constexpr (in_place)
-                    if (bias) z0 += V(bias[o]);
-                const Jet<V> j = Act::jet(z0);
-                simd::storev(yo + s, j.value);
-                if constexpr (in_place) simd::storev(zo + s, from_output ? j.value : z0);
-                for (std::size_t i = 0; i < D; ++i) simd::storev(yo + (1 + i) * n + s, j.d1 * simd::loadv<V>(zo + (1 + i) * n + s));
-                for (std::size_t k = 0; k < second.size(); ++k) {
-                    V sq(0);
-                    for (auto i : second[k]) {
-                        const V zi = simd::loadv<V>(zo + (1 + i) * n + s);
-                        sq = simd::fma(zi, zi, sq);
-                    }
-                    const std::size_t c = (1 + D + k) * n + s;
-                    simd::storev(yo + c, simd::fma(j.d2, sq, j.d1 * simd::loadv<V>(zo + c)));
-                }
-            });
-        }
-    }
-    // ybar (in place) becomes zbar. saved_output: column 0 of z holds y (the in_place forward of an
-    // activation with output_jet).
-    // containing[i]: the second-derivative columns k whose set holds tangent i.
-    template <bool saved_output>
-    static void pullback(const T* z, T* ybar, std::size_t out, std::size_t n, std::size_t D,
-                         const std::vector<std::vector<std::size_t>>& second,
-                         const std::vector<std::vector<std::size_t>>& containing) {
-        const std::size_t C = 1 + D + second.size(), stride = C * n, K = second.size();
-        for (std::size_t o = 0; o < out; ++o) {
-            const T* zo = z + o * stride;
-            T* bo = ybar + o * stride;
-            kernels::vectors_then_scalars<T>(n, [&]<class V>(std::size_t s) {
-                const Jet<V> j = [&] {
-                    if constexpr (saved_output) return Act::output_jet(simd::loadv<V>(zo + s));
-                    else return Act::jet(simd::loadv<V>(zo + s));
-                }();
-                V z0bar = simd::loadv<V>(bo + s) * j.d1;
-                for (std::size_t i = 0; i < D; ++i)
-                    z0bar = simd::fma(simd::loadv<V>(bo + (1 + i) * n + s) * j.d2, simd::loadv<V>(zo + (1 + i) * n + s), z0bar);
-                for (std::size_t k = 0; k < K; ++k) {
-                    const std::size_t c = (1 + D + k) * n + s;
-                    V sq(0);
-                    for (auto i : second[k]) {
-                        const V zi = simd::loadv<V>(zo + (1 + i) * n + s);
-                        sq = simd::fma(zi, zi, sq);
-                    }
-                    z0bar = simd::fma(simd::loadv<V>(bo + c), simd::fma(j.d3, sq, j.d2 * simd::loadv<V>(zo + c)), z0bar);
-                }
-                // zbar_i = ybar_i f' + 2 f'' z_i sum_{S_k contains i} ybar_S
-                for (std::size_t i = 0; i < D; ++i) {
-                    V w(0);
-                    for (auto k : containing[i]) w += simd::loadv<V>(bo + (1 + D + k) * n + s);
-                    const std::size_t c = (1 + i) * n + s;
-                    simd::storev(bo + c, simd::fma(simd::loadv<V>(bo + c), j.d1,
-                                                   V(2) * j.d2 * w * simd::loadv<V>(zo + c)));
-                }
-                for (std::size_t k = 0; k < K; ++k) {
-                    const std::size_t c = (1 + D + k) * n + s;
-                    simd::storev(bo + c, simd::loadv<V>(bo + c) * j.d1);
-                }
-                simd::storev(bo + s, z0bar);
-            });
-        }
-    }
-};
-
-
-// What every rule reads about the columns: D tangents, the second-derivative sets, C = 1 + D + K columns,
-// and containing[i] (the second-derivative columns whose set holds tangent i).
-struct JetColumns {
-    std::size_t D = 0, C = 1;
-    const std::vector<std::vector<std::size_t>>& second;
-    const std::vector<std::vector<std::size_t>>& containing;
-};
-
-// The primary TaylorRule's and HvpRule's assertion (a layer without a rule; both passes go through the
-// same layers). A stand-in (layer.hpp's broken_layer) passes: its chain's error has been reported. It
-// sits in a function that the rules' `saved` calls: clang, unlike g++, marks a class whose own
-// static_assert failed as invalid, and every constant computed from its members then fails too (a
-// cascade of errors after the one that matters).
-template <class B>
-constexpr std::size_t no_derivative_rule() {
-    static_assert(is_broken_layer<B>,
-                  "chainlet: the input-derivative pass (derivatives/taylor.hpp) and the parameter Hessian-vector "
-                  "product (derivatives/hvp.hpp) go through Dense, ActivationLayer, Slice, Residual and Parallel "
-                  "(Concat, Sum, Product, Dot) only; the layer in the \"required from\" line is not one of them");
-    return 0;
-}
-
-// The jet rule of a bound layer B (the pass walks a chain by these, recursively through containers):
-//   saved, scratch   features of storage per sample the rule needs (each feature C x m values)
-//   forward(p, x, y, saved, m, cols)                    y's columns from x's, for a chunk of m samples
-//   pullback(p, g, x, saved, scratch, ybar, xbar, m, cols)
-//                                                       g += the parameter cotangent, xbar = the input
-//                                                       cotangent (may be null); ybar may be clobbered
-// All buffers are feature-major with the columns inside a feature: [f][c][s] at f C m + c m + s.
-// A layer without a rule meets the static_assert of the primary template (the compiler's "required
-// from" line names it); its stub members keep that the only error. Only a stand-in passes the
-// assertion, and its stubs throw as its forward does (layer.hpp).
-template <class B>
-struct TaylorRule {
-    static constexpr std::size_t saved = no_derivative_rule<B>(), scratch = 0;
-    template <class T>
-    static void forward(const T*, const T*, T*, T*, std::size_t, const JetColumns&) {
-        stand_in_ran();
-    }
-    template <class T>
-    static void pullback(const T*, T*, const T*, const T*, T*, T*, T*, std::size_t, const JetColumns&) {
-        stand_in_ran();
-    }
-};
-
-// The rule of a layer that names its type (B::layer_type): Residual, Parallel, Slice, ActivationLayer.
-// Primary: a layer type without a rule.
-template <class LayerType, class B>
-struct TaylorRuleOf : TaylorRule<LayerType> {};
-
-template <class B>
-    requires requires { typename B::layer_type; }
-struct TaylorRule<B> : TaylorRuleOf<typename B::layer_type, B> {};
-
-// Dense: the rules of the header comment. Saved: z (Out features; column 0 holds y instead where the
-// activation has output_jet, see DenseJetRule). The bias enters column 0 only.
-template <TaylorDense B>
-struct TaylorRule<B> {
-    static constexpr std::size_t In = B::in_size, Out = B::out_size;
-    static constexpr std::size_t saved = Out, scratch = 0;
-    using Act = jet_activation<typename B::activation, B>;
-
-    template <class T>
-    static void forward(const T* p, const T* x, T* y, T* z, std::size_t m, const JetColumns& cols) {
-        const std::size_t N = cols.C * m;
-        kernels::gemm_nn<Identity, kernels::Init::zero>(Out, N, In, p, kernels::unit_stride, Out, x, N, z, N);
-        const T* bias = B::has_bias ? p + B::num_weights : nullptr;
-        DenseJetRule<Act, T>::template forward<true>(z, y, Out, m, cols.D, cols.second, bias);
-    }
-    template <class T>
-    static void pullback(const T* p, T* g, const T* x, const T* z, T*, T* ybar, T* xbar, std::size_t m,
-                         const JetColumns& cols) {
-        const std::size_t N = cols.C * m;
-        constexpr bool saved_output = DenseJetRule<Act, T>::from_output;
-        DenseJetRule<Act, T>::template pullback<saved_output>(z, ybar, Out, m, cols.D, cols.second, cols.containing);  // ybar -> zbar
-        // Wbar[i, o] += sum over every column of a[i, .] zbar[o, .]
-        kernels::gemm_nt(In, Out, N, x, N, ybar, N, g, Out);
-        if constexpr (B::has_bias) kernels::row_sums_add(Out, m, ybar, N, g + B::num_weights);
-        if (xbar) kernels::gemm_nn<Identity, kernels::Init::zero>(In, N, Out, p, Out, 1, ybar, N, xbar, N);
-    }
-};
-
-// A chain (and a Residual's inner chain, a Parallel's branch): the layers one after the other, as
-// detail::Sequence does it. Saved: the inner activations (act_offset), then every layer's saved block.
-// Scratch: two ping-pong cotangent buffers, then the largest layer scratch.
-template <class InShape, class... Layers>
-struct TaylorRule<Sequence<InShape, Layers...>> {
-    using S = Sequence<InShape, Layers...>;
-    static constexpr std::size_t L = S::num_layers;
-    template <std::size_t I>
-    using rule = TaylorRule<typename S::template layer<I>>;
-    static constexpr auto saved_offset = []<std::size_t... I>(std::index_sequence<I...>) {
-        const std::array<std::size_t, L> own = {rule<I>::saved...};
-        std::array<std::size_t, L + 1> o{};
-        o[0] = S::inner_width_sum;
-        for (std::size_t i = 0; i < L; ++i) o[i + 1] = o[i] + own[i];
-        return o;
-    }(std::make_index_sequence<L>{});
-    static constexpr std::size_t saved = saved_offset[L];
-    static constexpr std::size_t scratch = []<std::size_t... I>(std::index_sequence<I...>) {
-        return S::layer_scratch_offset + std::max({rule<I>::scratch...});
-    }(std::make_index_sequence<L>{});
-
-    template <std::size_t I, class T>
-    static const T* input(const T* x, T* sv, std::size_t N) {
-        if constexpr (I == 0) return x;
-        else return sv + S::act_offset[I] * N;
-    }
-    template <std::size_t I, class T>
-    static T* output(T* y, T* sv, std::size_t N) {
-        if constexpr (I + 1 == L) return y;
-        else return sv + S::act_offset[I + 1] * N;
-    }
-
-    template <class T>
-    static void forward(const T* p, const T* x, T* y, T* sv, std::size_t m, const JetColumns& cols) {
-        const std::size_t N = cols.C * m;
-        [&]<std::size_t... I>(std::index_sequence<I...>) {
-            (rule<I>::forward(p + S::param_offset[I], input<I>(x, sv, N), output<I>(y, sv, N), sv + saved_offset[I] * N,
-                              m, cols),
-             ...);
-        }(std::make_index_sequence<L>{});
-    }
-    template <class T>
-    static void pullback(const T* p, T* g, const T* x, const T* sv, T* scr, T* ybar, T* xbar, std::size_t m,
-                         const JetColumns& cols) {
-        const std::size_t N = cols.C * m, W = S::max_inner_width;
-        T* const sv_mut = const_cast<T*>(sv);  // read only; input/output take the forward's pointer types
-        [&]<std::size_t... R>(std::index_sequence<R...>) {
-            (([&] {
-                 constexpr std::size_t I = L - 1 - R;
-                 T* yb = I == L - 1 ? ybar : scr + (I % 2) * W * N;
-                 T* xb = I == 0 ? xbar : scr + ((I - 1) % 2) * W * N;
-                 rule<I>::pullback(p + S::param_offset[I], g + S::param_offset[I], input<I>(x, sv_mut, N),
-                                   sv + saved_offset[I] * N, scr + S::layer_scratch_offset * N, yb, xb, m, cols);
-             }()),
-             ...);
-        }(std::make_index_sequence<L>{});
-    }
-};
-
-// Residual, y = x + f(x): every column adds, y_c = x_c + f(x)_c. Pullback: xbar = ybar + J_f^T ybar (the
-// inner chain's pullback of a copy of ybar, which it clobbers). Scratch: that copy, then the inner scratch.
-template <class... Layers, class B>
-struct TaylorRuleOf<Residual<Layers...>, B> {
-    using inner = TaylorRule<typename B::inner>;
-    static constexpr std::size_t F = B::in_size;
-    static constexpr std::size_t saved = inner::saved, scratch = F + inner::scratch;
-
-    template <class T>
-    static void forward(const T* p, const T* x, T* y, T* sv, std::size_t m, const JetColumns& cols) {
-        inner::forward(p, x, y, sv, m, cols);
-        kernels::add_to(y, x, F * cols.C * m);
-    }
-    template <class T>
-    static void pullback(const T* p, T* g, const T* x, const T* sv, T* scr, T* ybar, T* xbar, std::size_t m,
-                         const JetColumns& cols) {
-        const std::size_t N = cols.C * m;
-        if (!xbar) return inner::pullback(p, g, x, sv, scr + F * N, ybar, static_cast<T*>(nullptr), m, cols);
-        std::copy_n(ybar, F * N, scr);
-        inner::pullback(p, g, x, sv, scr + F * N, scr, xbar, m, cols);
-        kernels::add_to(xbar, static_cast<const T*>(ybar), F * N);
-    }
-};
-
-// Slice<First, Count>: every column selects features First .. First + Count - 1 (one block, as the
-// columns sit inside a feature). Pullback: ybar scattered into those features of xbar, 0 elsewhere.
-template <std::size_t First, std::size_t Count, class B>
-struct TaylorRuleOf<Slice<First, Count>, B> {
-    static constexpr std::size_t saved = 0, scratch = 0;
-    template <class T>
-    static void forward(const T*, const T* x, T* y, T*, std::size_t m, const JetColumns& cols) {
-        const std::size_t N = cols.C * m;
-        std::copy_n(x + First * N, Count * N, y);
-    }
-    template <class T>
-    static void pullback(const T*, T*, const T*, const T*, T*, T* ybar, T* xbar, std::size_t m,
-                         const JetColumns& cols) {
-        if (!xbar) return;
-        const std::size_t N = cols.C * m;
-        std::fill_n(xbar, First * N, T(0));
-        std::copy_n(ybar, Count * N, xbar + First * N);
-        std::fill(xbar + (First + Count) * N, xbar + B::in_size * N, T(0));
-    }
-};
-
-// ActivationLayer<A>: Dense's activation rule with z = x (the layer's input, kept by the caller).
-// Pullback: xbar = the activation rule's pullback of ybar (computed in xbar); nothing without xbar.
-template <Activation A, class B>
-struct TaylorRuleOf<ActivationLayer<A>, B> {
-    static constexpr std::size_t F = B::in_size;
-    static constexpr std::size_t saved = 0, scratch = 0;
-    using Act = jet_activation<A, B>;
-    template <class T>
-    static void forward(const T*, const T* x, T* y, T*, std::size_t m, const JetColumns& cols) {
-        DenseJetRule<Act, T>::template forward<false>(x, y, F, m, cols.D, cols.second);
-    }
-    template <class T>
-    static void pullback(const T*, T*, const T* x, const T*, T*, T* ybar, T* xbar, std::size_t m,
-                         const JetColumns& cols) {
-        if (!xbar) return;
-        std::copy_n(ybar, F * cols.C * m, xbar);
-        DenseJetRule<Act, T>::template pullback<false>(x, xbar, F, m, cols.D, cols.second, cols.containing);
-    }
-};
-
-// The product of two jets (one feature, C x m values each), Leibniz:
-//   y = a b,   y_i = a_i b + a b_i,   y_S = a_S b + 2 sum_{i in S} a_i b_i + a b_S.
-// Accumulate: y += instead of y = (Dot sums the features' products).
-template <bool Accumulate, class T>
-void jet_product(const T* a, const T* b, T* y, std::size_t m, const JetColumns& cols) {
-    const std::size_t D = cols.D, K = cols.second.size();
-    kernels::vectors_then_scalars<T>(m, [&]<class V>(std::size_t s) {
-        auto ld = [&](const T* q, std::size_t c) { return simd::loadv<V>(q + c * m + s); };
-        auto put = [&](std::size_t c, V v) {
-            if constexpr (Accumulate) v += simd::loadv<V>(y + c * m + s);
-            simd::storev(y + c * m + s, v);
-        };
-        const V a0 = ld(a, 0), b0 = ld(b, 0);
-        for (std::size_t k = 0; k < K; ++k) {
-            V cross(0);
-            for (auto i : cols.second[k]) cross = simd::fma(ld(a, 1 + i), ld(b, 1 + i), cross);
-            const std::size_t c = 1 + D + k;
-            put(c, simd::fma(ld(a, c), b0, simd::fma(a0, ld(b, c), V(2) * cross)));
-        }
-        for (std::size_t i = 0; i < D; ++i) put(1 + i, simd::fma(ld(a, 1 + i), b0, a0 * ld(b, 1 + i)));
-        put(0, a0 * b0);
-    });
-}
-
-// The pullback of jet_product to a (to b: swap a and b), from the cotangent ybar of y:
-//   abar   = sum over every column c of ybar_c b_c     (a enters y_c with the factor b_c)
-//   abar_i = ybar_i b + 2 b_i sum_{S contains i} ybar_S
-//   abar_S = ybar_S b
-template <class T>
-void jet_product_pullback(const T* b, const T* ybar, T* abar, std::size_t m, const JetColumns& cols) {
-    const std::size_t D = cols.D, K = cols.second.size(), C = cols.C;
-    kernels::vectors_then_scalars<T>(m, [&]<class V>(std::size_t s) {
-        auto ld = [&](const T* q, std::size_t c) { return simd::loadv<V>(q + c * m + s); };
-        const V b0 = ld(b, 0);
-        V a0(0);
-        for (std::size_t c = 0; c < C; ++c) a0 = simd::fma(ld(ybar, c), ld(b, c), a0);
-        for (std::size_t i = 0; i < D; ++i) {
-            V w(0);
-            for (auto k : cols.containing[i]) w += ld(ybar, 1 + D + k);
-            simd::storev(abar + (1 + i) * m + s, simd::fma(ld(ybar, 1 + i), b0, V(2) * w * ld(b, 1 + i)));
-        }
-        for (std::size_t k = 0; k < K; ++k) simd::storev(abar + (1 + D + k) * m + s, ld(ybar, 1 + D + k) * b0);
-        simd::storev(abar + s, a0);
-    });
-}
-
-// Parallel: every branch reads x's columns. Concat: the branches' columns side by side (each branch
-// writes its block of y). Sum: y_c = sum_b o_b,c. Product: the jet products, one factor after the other,
-// P_0 = o_0, P_b = jet_product(P_{b-1}, o_b), y = P_{B-1}, per feature. Dot: the same, with the last
-// product summed over the features.
-// Pullback: branch b's cotangent is ybar's block (Concat) or a copy of ybar (Sum). Product and Dot go
-// backwards through the products, Pbar_{B-1} = ybar (Dot: the one ybar for every feature), then for
-// b = B-1 .. 1:  obar_b = jet_product_pullback(P_{b-1}, Pbar_b),  Pbar_{b-1} = jet_product_pullback(o_b,
-// Pbar_b); and obar_0 = Pbar_0. Each branch is pulled back as soon as its cotangent is known (last
-// branch first). The branches' input cotangents add up (the first pulled back writes xbar, the others
-// a scratch block added to it).
-// Saved: the branch outputs (not for Concat), the partial products P_1 .. P_{B-2} (Product, Dot), then
-// each branch's saved block. Scratch: a branch's cotangent (not for Concat), two Pbar buffers (Product,
-// Dot), the input cotangent of a later branch, the largest branch scratch.
-template <class Combine, class... Branches, class B>
-struct TaylorRuleOf<Parallel<Combine, Branches...>, B> {
-    static constexpr std::size_t NB = sizeof...(Branches);
-    static constexpr bool concat = std::is_same_v<Combine, Concat>, dot = std::is_same_v<Combine, Dot>;
-    // A Product of one branch is its output, as a Sum of one.
-    static constexpr bool additive = std::is_same_v<Combine, Sum> || (std::is_same_v<Combine, Product> && NB == 1);
-    static constexpr bool products = !concat && !additive;
-    static constexpr std::size_t Fo = B::width[0];  // the branch width (Sum, Product, Dot)
-    template <std::size_t I>
-    using rule = TaylorRule<typename B::template branch<I>>;
-    static constexpr std::size_t num_partials = products ? NB - 2 : 0;
-    static constexpr std::size_t partials_offset = concat ? 0 : B::out_offset[NB];
-    static constexpr std::size_t outputs_saved = partials_offset + num_partials * Fo;
-    static constexpr auto saved_offset = []<std::size_t... I>(std::index_sequence<I...>) {
-        const std::array<std::size_t, NB> own = {rule<I>::saved...};
-        std::array<std::size_t, NB + 1> o{};
-        o[0] = outputs_saved;
-        for (std::size_t i = 0; i < NB; ++i) o[i + 1] = o[i] + own[i];
-        return o;
-    }(std::make_index_sequence<NB>{});
-    static constexpr std::size_t saved = saved_offset[NB];
-    static constexpr std::size_t cotangent_size = concat ? 0 : products ? 3 * Fo : Fo;
-    static constexpr std::size_t dx_size = NB > 1 ? B::in_size : 0;
-    static constexpr std::size_t scratch = []<std::size_t... I>(std::index_sequence<I...>) {
-        return cotangent_size + dx_size + std::max({rule<I>::scratch...});
-    }(std::make_index_sequence<NB>{});
-
-    template <std::size_t I, class T>
-    static T* output(T* y, T* sv, std::size_t N) {
-        return (concat ? y : sv) + B::out_offset[I] * N;
-    }
-    // P_b (P_0 = o_0).
-    template <class T>
-    static T* partial(T* sv, std::size_t b, std::size_t N) {
-        return b == 0 ? sv : sv + (partials_offset + (b - 1) * Fo) * N;
-    }
-
-    template <class T>
-    static void forward(const T* p, const T* x, T* y, T* sv, std::size_t m, const JetColumns& cols) {
-        const std::size_t N = cols.C * m;
-        [&]<std::size_t... I>(std::index_sequence<I...>) {
-            (rule<I>::forward(p + B::param_offset[I], x, output<I>(y, sv, N), sv + saved_offset[I] * N, m, cols), ...);
-        }(std::make_index_sequence<NB>{});
-        if constexpr (concat) {
-            // the branches wrote their blocks of y
-        } else if constexpr (additive) {
-            std::copy_n(sv, Fo * N, y);
-            for (std::size_t b = 1; b < NB; ++b) kernels::add_to(y, static_cast<const T*>(sv + B::out_offset[b] * N), Fo * N);
-        } else {
-            for (std::size_t b = 1; b < NB; ++b) {
-                const T* left = partial(sv, b - 1, N);
-                const T* right = sv + B::out_offset[b] * N;
-                if (b + 1 < NB || !dot) {
-                    T* dest = b + 1 < NB ? partial(sv, b, N) : y;
-                    for (std::size_t k = 0; k < Fo; ++k) jet_product<false>(left + k * N, right + k * N, dest + k * N, m, cols);
-                } else {
-                    std::fill_n(y, N, T(0));
-                    for (std::size_t k = 0; k < Fo; ++k) jet_product<true>(left + k * N, right + k * N, y, m, cols);
-                }
-            }
-        }
-    }
-
-    template <class T>
-    static void pullback(const T* p, T* g, const T* x, const T* sv, T* scr, T* ybar, T* xbar, std::size_t m,
-                         const JetColumns& cols) {
-        const std::size_t N = cols.C * m;
-        T* const cotangent = scr;
-        T* const pbar_buf[2] = {scr + Fo * N, scr + 2 * Fo * N};  // Product, Dot
-        T* const branch_dx = scr + cotangent_size * N;
-        T* const branch_scratch = branch_dx + dx_size * N;
-        T* const sv_mut = const_cast<T*>(sv);  // read only
-        [&]<std::size_t... R>(std::index_sequence<R...>) {
-            (([&] {
-                 constexpr std::size_t I = products ? NB - 1 - R : R;  // products: last branch first
-                 T* dyb = cotangent;
-                 if constexpr (concat) {
-                     dyb = ybar + B::out_offset[I] * N;
-                 } else if constexpr (additive) {
-                     std::copy_n(ybar, Fo * N, dyb);
-                 } else {
-                     // Pbar_I: ybar (for Dot one feature, read for every k), or the buffer the step above wrote
-                     const T* pbar = I == NB - 1 ? ybar : pbar_buf[I % 2];
-                     const std::size_t stride = I == NB - 1 && dot ? 0 : N;
-                     if constexpr (I >= 1) {
-                         const T* left = partial(sv_mut, I - 1, N);
-                         const T* own = sv + B::out_offset[I] * N;
-                         T* next = pbar_buf[(I - 1) % 2];
-                         for (std::size_t k = 0; k < Fo; ++k) {
-                             jet_product_pullback(left + k * N, pbar + k * stride, dyb + k * N, m, cols);
-                             jet_product_pullback(own + k * N, pbar + k * stride, next + k * N, m, cols);
-                         }
-                     } else {
-                         dyb = pbar_buf[0];  // obar_0 = Pbar_0
-                     }
-                 }
-                 T* dxb = !xbar ? nullptr : R == 0 ? xbar : branch_dx;
-                 rule<I>::pullback(p + B::param_offset[I], g + B::param_offset[I], x, sv + saved_offset[I] * N,
-                                   branch_scratch, dyb, dxb, m, cols);
-                 if (xbar && R > 0) kernels::add_to(xbar, static_cast<const T*>(branch_dx), B::in_size * N);
-             }()),
-             ...);
-        }(std::make_index_sequence<NB>{});
-    }
-};
-
-}  // namespace detail
-
 // The input-derivative pass of the chain Net (the layers of the header comment) for element type T,
 // with its buffers for up to `batch` samples on `threads` threads, allocated once (calls within these
 // bounds allocate nothing). Chunking and grouping as in Workspace (workspace.hpp): the same bits on any thread count.
@@ -662,9 +138,14 @@ public:
     static constexpr std::size_t L = Net::num_layers;
     static constexpr std::size_t max_groups = 32;
     // The whole network's rule (a chain: its layers' rules one after the other, recursively).
-    using Rule = detail::TaylorRule<typename Net::sequence>;
-    static constexpr bool dense_only = []<std::size_t... I>(std::index_sequence<I...>) {
-        return (TaylorDense<typename Net::template layer<I>> && ...);
+    using Rule = detail::jet_rule_of<typename Net::sequence>;
+    // A chain whose layers each save one feature per output and need no scratch (a Dense chain) sizes its
+    // chunk by its boundaries' widths, as it did before containers, so that its results keep their bits.
+    static constexpr bool plain_chain = []<std::size_t... I>(std::index_sequence<I...>) {
+        using detail::jet_rule_of;
+        return ((jet_rule_of<typename Net::template layer<I>>::saved == Net::template layer<I>::out_size &&
+                 jet_rule_of<typename Net::template layer<I>>::scratch == 0) &&
+                ...);
     }(std::make_index_sequence<L>{});
 
     DerivativeWorkspace(DerivativeSpec spec, std::size_t batch, int threads = 0) : spec_(std::move(spec)) {
@@ -680,9 +161,8 @@ public:
         for (std::size_t k = 0; k < spec_.second.size(); ++k)
             for (auto i : spec_.second[k]) containing_[i].push_back(k);
         // About 512 KiB of columns per chunk (two buffers per layer boundary), a multiple of 16 in [16, 256].
-        // (A Dense chain keeps the chunk it had before containers, so its results keep their bits.)
         std::size_t per_sample = 0;
-        if constexpr (dense_only)
+        if constexpr (plain_chain)
             for (std::size_t l = 0; l <= L; ++l) per_sample += 2 * Net::width[l] * C_ * sizeof(T);
         else
             per_sample = (2 * Net::in_size + 2 * Net::out_size + Rule::saved + Rule::scratch) * C_ * sizeof(T);
@@ -882,7 +362,7 @@ private:
         }
     }
 
-    detail::JetColumns columns() const { return {spec_.tangents, C_, spec_.second, containing_}; }
+    JetColumns columns() const { return {spec_.tangents, C_, spec_.second, containing_}; }
 
     void forward(const T* p, Scratch& s, std::size_t m) const { Rule::forward(p, s.in, s.out, s.saved, m, columns()); }
 
@@ -893,7 +373,7 @@ private:
     }
 
     DerivativeSpec spec_;
-    std::vector<std::vector<std::size_t>> containing_;  // see detail::JetColumns
+    std::vector<std::vector<std::size_t>> containing_;  // see JetColumns
     std::size_t C_ = 1, chunk_ = 16;
     std::vector<Scratch> scratch_;
     aligned_vector<T> partial_;

@@ -266,6 +266,10 @@ inline V exp(V a) { CHAINLET_SIMD_OR_STD(xsimd::exp(a), std::exp(a)); }
 template <class V>
 inline V log1p(V a) { CHAINLET_SIMD_OR_STD(xsimd::log1p(a), std::log1p(a)); }
 template <class V>
+inline V sin(V a) { CHAINLET_SIMD_OR_STD(xsimd::sin(a), std::sin(a)); }
+template <class V>
+inline V cos(V a) { CHAINLET_SIMD_OR_STD(xsimd::cos(a), std::cos(a)); }
+template <class V>
 inline V sqrt(V a) { CHAINLET_SIMD_OR_STD(xsimd::sqrt(a), std::sqrt(a)); }
 // The lanes holding NaN, as a mask (for simd::select). Not a != a: xsimd compares vectors ordered, so
 // NaN != NaN is false there.

@@ -7,6 +7,8 @@
 // activation constrain their `Act` with (activations.hpp); a class template cannot share it, and
 // renaming the concept would change every layer's signature, so the standalone layer is ActivationLayer.
 //
+// In the derivative passes (jet_rule, hvp_rule; layer.hpp), below the layer.
+//
 // PyTorch: the activation's module (nn.Tanh(), nn.ELU(), nn.LeakyReLU(0.01), nn.SiLU(), nn.GELU(),
 // nn.GELU(approximate="tanh"), nn.Softplus(), nn.Sigmoid(), nn.ReLU(), nn.Identity()); it takes one
 // module index and keeps the feature order.
@@ -18,6 +20,8 @@
 
 #include "chainlet/activations.hpp"
 #include "chainlet/init.hpp"
+#include "chainlet/jet.hpp"
+#include "chainlet/kernels/vector_loop.hpp"
 #include "chainlet/kernels/simd.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
@@ -26,13 +30,22 @@
 
 namespace chainlet {
 
+namespace detail {
+template <class A, class B>
+struct ActivationLayerJetRule;
+template <class A, class B>
+struct ActivationLayerHvpRule;
+}  // namespace detail
+
 template <Activation Act>
 struct ActivationLayer {
     using activation = Act;
 
     template <class InShape>
     struct bound {
-        using layer_type = ActivationLayer;  // for passes with their own rules (derivatives/taylor.hpp)
+        using layer_type = ActivationLayer;
+        using jet_rule = detail::ActivationLayerJetRule<Act, bound>;  // the derivative passes' rules (below)
+        using hvp_rule = detail::ActivationLayerHvpRule<Act, bound>;
         static constexpr std::size_t in_size = InShape::size;
         static constexpr std::size_t out_size = InShape::size;
         using out_shape = InShape;
@@ -72,5 +85,67 @@ struct ActivationLayer {
         static void torch_layout(TorchModules& m, std::size_t) { m.skip_module(); }
     };
 };
+
+namespace detail {
+
+// Input derivatives (jet.hpp): the activation's rule on the columns with z = x (the layer's input, kept
+// by the caller). Pullback: xbar = that rule's pullback of ybar (computed in xbar); nothing without xbar.
+template <class A, class B>
+struct ActivationLayerJetRule {
+    using layer = B;
+    static constexpr std::size_t F = B::in_size;
+    static constexpr std::size_t saved = 0, scratch = 0;
+    // false where the activation has no jet: a pass then fails to compile (detail::checked_jet), and
+    // check_layer leaves the rule out
+    static constexpr bool available = JetActivation<A>;
+    template <class T>
+    static void forward(const T*, const T* x, T* y, T*, std::size_t m, const JetColumns& cols) {
+        using Act = jet_activation<A, B>;
+        ActivationJetRule<Act, T>::template forward<false>(x, y, F, m, cols.D, cols.second);
+    }
+    template <class T>
+    static void pullback(const T*, T*, const T* x, const T*, T*, T* ybar, T* xbar, std::size_t m,
+                         const JetColumns& cols) {
+        using Act = jet_activation<A, B>;
+        if (!xbar) return;
+        std::copy_n(ybar, F * cols.C * m, xbar);
+        ActivationJetRule<Act, T>::template pullback<false>(x, xbar, F, m, cols.D, cols.second, cols.containing);
+    }
+};
+
+// The R-operator (derivatives/hvp.hpp), y = f(x):  Ry = f'(x) Rx;  xbar = ybar f'(x),
+// R xbar = R ybar f'(x) + ybar f''(x) Rx.
+template <class A, class B>
+struct ActivationLayerHvpRule {
+    using layer = B;
+    static constexpr std::size_t F = B::in_size;
+    static constexpr std::size_t saved = 0, scratch = 0;
+    // false where the activation has no jet: a pass then fails to compile (detail::checked_jet), and
+    // check_layer leaves the rule out
+    static constexpr bool available = JetActivation<A>;
+    template <class T>
+    static void forward(const T*, const T*, const T* x, const T* rx, T* y, T* ry, T*, std::size_t m) {
+        using Act = jet_activation<A, B>;
+        kernels::vectors_then_scalars<T>(F * m, [&]<class V>(std::size_t k) {
+            const Jet<V> j = Act::jet(simd::loadv<V>(x + k));
+            simd::storev(y + k, j.value);
+            simd::storev(ry + k, rx ? j.d1 * simd::loadv<V>(rx + k) : V(0));
+        });
+    }
+    template <class T>
+    static void pullback(const T*, const T*, T*, T*, const T* x, const T* rx, const T*, T*, T* ybar, T* rybar,
+                         T* xbar, T* rxbar, std::size_t m) {
+        using Act = jet_activation<A, B>;
+        if (!xbar) return;
+        kernels::vectors_then_scalars<T>(F * m, [&]<class V>(std::size_t k) {
+            const Jet<V> j = Act::jet(simd::loadv<V>(x + k));
+            const V ab = simd::loadv<V>(ybar + k), rab = simd::loadv<V>(rybar + k);
+            simd::storev(xbar + k, ab * j.d1);
+            simd::storev(rxbar + k, rx ? simd::fma(rab, j.d1, ab * j.d2 * simd::loadv<V>(rx + k)) : rab * j.d1);
+        });
+    }
+};
+
+}  // namespace detail
 
 }  // namespace chainlet

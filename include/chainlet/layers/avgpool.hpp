@@ -14,6 +14,7 @@
 #include <string>
 
 #include "chainlet/init.hpp"
+#include "chainlet/jet.hpp"
 #include "chainlet/kernels/simd.hpp"
 #include "chainlet/kernels/vector_loop.hpp"
 #include "chainlet/layer.hpp"
@@ -53,6 +54,8 @@ struct AvgPool {
         using out_shape = Shape<OH, OW, C>;
         static constexpr std::size_t num_params = 0;
         static constexpr std::size_t saved_per_sample = 0, scratch_per_sample = 0;
+        using jet_rule = detail::LinearLayerJetRule<bound>;  // the derivative passes' rules (jet.hpp)
+        using hvp_rule = detail::LinearLayerHvpRule<bound>;
 
         template <class T>
         static void init(std::span<T>, Rng&, InitKind) {}

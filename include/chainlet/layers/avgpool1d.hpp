@@ -37,6 +37,9 @@ struct AvgPool1D {
         requires(P > 0 && L >= P)
     struct bound<Shape<L, C>> : AvgPool<1, P>::template bound<Shape<1, L, C>> {
         using out_shape = Shape<L / P, C>;
+        // its own, not AvgPool's (whose `layer` is AvgPool's bound): the same linear rules
+        using jet_rule = detail::LinearLayerJetRule<bound>;
+        using hvp_rule = detail::LinearLayerHvpRule<bound>;
         static std::string describe() { return "AvgPool1D[" + std::to_string(P) + "]"; }
         static void torch_layout(TorchModules& m, std::size_t) {
             m.skip_module();  // nn.AvgPool1d(P)

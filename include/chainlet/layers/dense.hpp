@@ -11,6 +11,8 @@
 //
 // PyTorch: nn.Linear(In, Out, bias=Bias) followed by the activation's module (none for Identity);
 // Linear.weight[o][i] = W[i * Out + o].
+//
+// In the derivative passes (jet_rule, hvp_rule; layer.hpp), below the layer.
 #pragma once
 
 #include <algorithm>
@@ -22,6 +24,7 @@
 
 #include "chainlet/activations.hpp"
 #include "chainlet/init.hpp"
+#include "chainlet/jet.hpp"
 #include "chainlet/kernel_instances.hpp"
 #include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/kernels/gemm.hpp"
@@ -31,6 +34,13 @@
 #include "chainlet/shape.hpp"
 
 namespace chainlet {
+
+namespace detail {
+template <class B>
+struct DenseJetRule;
+template <class B>
+struct DenseHvpRule;
+}  // namespace detail
 
 template <std::size_t Out, Activation Act = Identity, bool Bias = true>
 struct Dense {
@@ -49,9 +59,11 @@ struct Dense {
         using out_shape = Shape<Out>;
         static constexpr std::size_t num_weights = in_size * Out;
         static constexpr std::size_t num_params = num_weights + (Bias ? Out : 0);
-        // For passes that apply their own rules to a Dense layer (derivatives/taylor.hpp).
+        using layer_type = Dense;
         using activation = Act;
         static constexpr bool has_bias = Bias;
+        using jet_rule = detail::DenseJetRule<bound>;  // the derivative passes' rules (below)
+        using hvp_rule = detail::DenseHvpRule<bound>;
         // Saved: the pre-activation z, kept only when act' cannot be computed from y.
         // Scratch: dz transposed (the weight gradient of a small chunk, see pullback).
         static constexpr std::size_t saved_per_sample = Act::derivative_from_output ? 0 : Out;
@@ -194,6 +206,109 @@ struct Dense {
         }
     };
 };
+
+namespace detail {
+
+// Input derivatives (jet.hpp's columns): z_c = W a_c for every column c, plus b in column 0, then the
+// activation's rule on the columns (ActivationJetRule). Pullback: zbar from ybar by that rule, then
+//   Wbar += sum over every column of zbar_c a_c^T,  bbar += sum_s zbar_0,  abar_c = W^T zbar_c.
+// Saved: z (Out features; column 0 holds y instead where the activation has output_jet).
+template <class B>
+struct DenseJetRule {
+    using layer = B;
+    static constexpr std::size_t In = B::in_size, Out = B::out_size;
+    static constexpr std::size_t saved = Out, scratch = 0;
+    // false where the activation has no jet: a pass then fails to compile (detail::checked_jet), and
+    // check_layer leaves the rule out
+    static constexpr bool available = JetActivation<typename B::activation>;
+
+    template <class T>
+    static void forward(const T* p, const T* x, T* y, T* z, std::size_t m, const JetColumns& cols) {
+        using Act = jet_activation<typename B::activation, B>;
+        const std::size_t N = cols.C * m;
+        kernels::gemm_nn<Identity, kernels::Init::zero>(Out, N, In, p, kernels::unit_stride, Out, x, N, z, N);
+        const T* bias = B::has_bias ? p + B::num_weights : nullptr;
+        ActivationJetRule<Act, T>::template forward<true>(z, y, Out, m, cols.D, cols.second, bias);
+    }
+    template <class T>
+    static void pullback(const T* p, T* g, const T* x, const T* z, T*, T* ybar, T* xbar, std::size_t m,
+                         const JetColumns& cols) {
+        using Act = jet_activation<typename B::activation, B>;
+        const std::size_t N = cols.C * m;
+        constexpr bool saved_output = ActivationJetRule<Act, T>::from_output;
+        ActivationJetRule<Act, T>::template pullback<saved_output>(z, ybar, Out, m, cols.D, cols.second, cols.containing);  // ybar -> zbar
+        // Wbar[i, o] += sum over every column of a[i, .] zbar[o, .]
+        kernels::gemm_nt(In, Out, N, x, N, ybar, N, g, Out);
+        if constexpr (B::has_bias) kernels::row_sums_add(Out, m, ybar, N, g + B::num_weights);
+        if (xbar) kernels::gemm_nn<Identity, kernels::Init::zero>(In, N, Out, p, Out, 1, ybar, N, xbar, N);
+    }
+};
+
+// The R-operator (derivatives/hvp.hpp), z = W a + b, y = f(z), v = (V, c) the direction of (W, b):
+//   Rz = V a + c + W Ra (Ra = 0 at the input),   Ry = f'(z) Rz
+// Pullback:
+//   zbar = ybar f'(z),          R zbar = R ybar f'(z) + ybar f''(z) Rz
+//   gW += a zbar^T,             (Hv)_W += a R zbar^T + Ra zbar^T
+//   gb += sum_s zbar,           (Hv)_b += sum_s R zbar
+//   abar = W^T zbar,            R abar = V^T zbar + W^T R zbar
+// Saved: z and Rz.
+template <class B>
+struct DenseHvpRule {
+    using layer = B;
+    static constexpr std::size_t In = B::in_size, Out = B::out_size;
+    static constexpr std::size_t saved = 2 * Out, scratch = 0;
+    // false where the activation has no jet: a pass then fails to compile (detail::checked_jet), and
+    // check_layer leaves the rule out
+    static constexpr bool available = JetActivation<typename B::activation>;
+
+    template <class T>
+    static void forward(const T* w, const T* vw, const T* x, const T* rx, T* a, T* ra, T* sv, std::size_t m) {
+        using Act = jet_activation<typename B::activation, B>;
+        using kernels::Init;
+        using kernels::unit_stride;
+        T *z = sv, *rz = sv + Out * m;
+        if constexpr (B::has_bias) {
+            kernels::gemm_nn<Identity, Init::row_bias>(Out, m, In, w, unit_stride, Out, x, m, z, m, w + B::num_weights);
+            kernels::gemm_nn<Identity, Init::row_bias>(Out, m, In, vw, unit_stride, Out, x, m, rz, m, vw + B::num_weights);
+        } else {
+            kernels::gemm_nn<Identity, Init::zero>(Out, m, In, w, unit_stride, Out, x, m, z, m);
+            kernels::gemm_nn<Identity, Init::zero>(Out, m, In, vw, unit_stride, Out, x, m, rz, m);
+        }
+        if (rx) kernels::gemm_nn<kernels::NoEpilogue, Init::accumulate>(Out, m, In, w, unit_stride, Out, rx, m, rz, m);
+        kernels::vectors_then_scalars<T>(Out * m, [&]<class V>(std::size_t k) {
+            const Jet<V> j = Act::jet(simd::loadv<V>(z + k));
+            simd::storev(a + k, j.value);
+            simd::storev(ra + k, j.d1 * simd::loadv<V>(rz + k));
+        });
+    }
+    template <class T>
+    static void pullback(const T* w, const T* vw, T* gw, T* hw, const T* x, const T* rx, const T* sv, T*, T* zbar,
+                         T* rzbar, T* prev, T* rprev, std::size_t m) {
+        using Act = jet_activation<typename B::activation, B>;
+        using kernels::Init;
+        const T *z = sv, *rz = sv + Out * m;
+        kernels::vectors_then_scalars<T>(Out * m, [&]<class V>(std::size_t k) {
+            const Jet<V> j = Act::jet(simd::loadv<V>(z + k));
+            const V ab = simd::loadv<V>(zbar + k), rab = simd::loadv<V>(rzbar + k);
+            simd::storev(zbar + k, ab * j.d1);
+            simd::storev(rzbar + k, simd::fma(rab, j.d1, ab * j.d2 * simd::loadv<V>(rz + k)));
+        });
+        kernels::gemm_nt(In, Out, m, x, m, zbar, m, gw, Out);
+        kernels::gemm_nt(In, Out, m, x, m, rzbar, m, hw, Out);
+        if (rx) kernels::gemm_nt(In, Out, m, rx, m, zbar, m, hw, Out);
+        if constexpr (B::has_bias) {
+            kernels::row_sums_add(Out, m, zbar, m, gw + B::num_weights);
+            kernels::row_sums_add(Out, m, rzbar, m, hw + B::num_weights);
+        }
+        if (prev) {
+            kernels::gemm_nn<Identity, Init::zero>(In, m, Out, w, Out, 1, zbar, m, prev, m);
+            kernels::gemm_nn<Identity, Init::zero>(In, m, Out, vw, Out, 1, zbar, m, rprev, m);
+            kernels::gemm_nn<kernels::NoEpilogue, Init::accumulate>(In, m, Out, w, Out, 1, rzbar, m, rprev, m);
+        }
+    }
+};
+
+}  // namespace detail
 
 // Dense without a bias term: y = act(W x).
 template <std::size_t Out, Activation Act = Identity>

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "chainlet/init.hpp"
+#include "chainlet/jet.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
 #include "chainlet/random.hpp"
@@ -65,6 +66,9 @@ struct Dropout {
         static constexpr std::size_t num_params = 0;
         static constexpr std::size_t saved_per_sample = in_size;  // the multipliers m
         static constexpr std::size_t scratch_per_sample = 0;
+        // The derivative passes see the layer as inference does, the identity (jet.hpp's rules of a linear layer).
+        using jet_rule = detail::LinearLayerJetRule<bound>;
+        using hvp_rule = detail::LinearLayerHvpRule<bound>;
 
         template <class T>
         static void init(std::span<T>, Rng&, InitKind) {}

@@ -1,5 +1,6 @@
 // Flatten: an (H, W, C) image becomes H * W * C features in the same order (channels last), so a
-// Dense layer can follow a Conv or MaxPool. No parameters; forward and pullback are copies.
+// Dense layer can follow a Conv or MaxPool. No parameters; forward and pullback are copies, and so are
+// the derivative passes' rules (jet.hpp's rules of a linear layer).
 // PyTorch: nn.Flatten() (see torch_layout for the feature order).
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "chainlet/init.hpp"
+#include "chainlet/jet.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
 #include "chainlet/random.hpp"
@@ -24,6 +26,8 @@ struct Flatten {
         using out_shape = Shape<InShape::size>;
         static constexpr std::size_t num_params = 0;
         static constexpr std::size_t saved_per_sample = 0, scratch_per_sample = 0;
+        using jet_rule = detail::LinearLayerJetRule<bound>;  // the derivative passes' rules (jet.hpp)
+        using hvp_rule = detail::LinearLayerHvpRule<bound>;
 
         template <class T>
         static void init(std::span<T>, Rng&, InitKind) {}

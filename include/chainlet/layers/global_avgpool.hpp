@@ -13,6 +13,7 @@
 #include <string>
 
 #include "chainlet/init.hpp"
+#include "chainlet/jet.hpp"
 #include "chainlet/kernels/simd.hpp"
 #include "chainlet/kernels/vector_loop.hpp"
 #include "chainlet/layer.hpp"
@@ -37,6 +38,8 @@ struct GlobalAvgPool {
         using out_shape = Shape<C>;
         static constexpr std::size_t num_params = 0;
         static constexpr std::size_t saved_per_sample = 0, scratch_per_sample = 0;
+        using jet_rule = detail::LinearLayerJetRule<bound>;  // the derivative passes' rules (jet.hpp)
+        using hvp_rule = detail::LinearLayerHvpRule<bound>;
 
         template <class T>
         static void init(std::span<T>, Rng&, InitKind) {}
