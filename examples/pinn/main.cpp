@@ -3,6 +3,11 @@
 //
 //   --problem poisson: -Lap u = f on [0,1]^2, f = 2 pi^2 sin(pi x) sin(pi y), u = 0 on the boundary;
 //                      exact u = sin(pi x) sin(pi y). Interior loss mean (Lap u + f)^2 (the Laplacian column).
+//   --problem poisson-hf: the same with u = sin(6 pi x) sin(6 pi y), f = 72 pi^2 u: three periods each
+//                      way, which a tanh MLP of this size fits badly (spectral bias). Trains the tanh MLP and a
+//                      sine network of the same size (SIREN: sin(30 z) in the first layer, then sin(z)) side by
+//                      side on the same points, and reports both errors. The residual grows as k^2 (k = 6),
+//                      its square as k^4: the boundary weight is 100 k^4 (Poisson's 100, scaled alike).
 //   --problem heat:    u_t = alpha u_xx on (x, t) in [0,1]^2, alpha = 0.1, u(x, 0) = sin(pi x),
 //                      u(0, t) = u(1, t) = 0; exact u = exp(-alpha pi^2 t) sin(pi x). Interior loss
 //                      mean (u_t - alpha u_xx)^2 (the gradient and the Hessian diagonal entry of x).
@@ -34,17 +39,23 @@ using namespace chainlet;
 namespace {
 
 using Net = Chain<Input<2>, Dense<32, Tanh>, Dense<32, Tanh>, Dense<32, Tanh>, Dense<1>>;
+// The sine network of poisson-hf (as many parameters as Net): sin(30 z) in the first layer, whose
+// Glorot-initialised features then span the solution's frequencies (SIREN, Sitzmann et al. 2020), then
+// sin(z).
+using SineNet = Chain<Input<2>, Dense<32, Sin<30>>, Dense<32, Sin<>>, Dense<32, Sin<>>, Dense<1>>;
 constexpr double pi = std::numbers::pi;
 constexpr double alpha = 0.1;
+// Poisson's frequency: u = sin(k pi x) sin(k pi y)
+double k_of(bool hf) { return hf ? 6 : 1; }
 
-double exact(bool heat, double x, double y) {
-    return heat ? std::exp(-alpha * pi * pi * y) * std::sin(pi * x) : std::sin(pi * x) * std::sin(pi * y);
+double exact(bool heat, double x, double y, double k = 1) {
+    return heat ? std::exp(-alpha * pi * pi * y) * std::sin(pi * x) : std::sin(k * pi * x) * std::sin(k * pi * y);
 }
 
 // Points as rows (x, y) / (x, t), drawn uniformly; boundary points spread over the boundary pieces.
 template <class T>
-void make_points(bool heat, std::size_t n_interior, std::size_t n_boundary, std::uint64_t seed, std::vector<T>& xi,
-                 std::vector<T>& xb, std::vector<T>& gb) {
+void make_points(bool heat, double k, std::size_t n_interior, std::size_t n_boundary, std::uint64_t seed,
+                 std::vector<T>& xi, std::vector<T>& xb, std::vector<T>& gb) {
     Rng rng(seed * 7919 + 1);
     xi.resize(2 * n_interior);
     for (auto& v : xi) v = static_cast<T>(rng.uniform());
@@ -61,17 +72,18 @@ void make_points(bool heat, std::size_t n_interior, std::size_t n_boundary, std:
         else x = r, y = 1;
         xb[2 * s] = static_cast<T>(x);
         xb[2 * s + 1] = static_cast<T>(y);
-        gb[s] = static_cast<T>(exact(heat, x, y));  // 0 on the Dirichlet edges, sin(pi x) at t = 0
+        gb[s] = static_cast<T>(exact(heat, x, y, k));  // 0 on the Dirichlet edges, sin(pi x) at t = 0
     }
 }
 
-template <class T>
+template <class N, class T>
 struct Problem {
     bool heat;
+    double k;  // Poisson's frequency
     std::size_t ni, nb;
     std::vector<T> xi, xb, gb;
     int threads;
-    DerivativeWorkspace<Net, T> interior, boundary;
+    DerivativeWorkspace<N, T> interior, boundary;
     std::vector<T> f;  // Poisson's f at the interior points
     struct Zero {
         T operator()(const T*, std::size_t) const { return T(0); }
@@ -84,13 +96,13 @@ struct Problem {
     LinearResidual<T, MinusF> poisson;
     LinearResidual<T, Zero> heat_pde;
 
-    Problem(bool heat_, std::size_t n, std::uint64_t seed, int threads_)
-        : heat(heat_), ni(n), nb(std::max<std::size_t>(n / 4, 4)), threads(threads_),
+    Problem(bool heat_, double k_, std::size_t n, std::uint64_t seed, int threads_)
+        : heat(heat_), k(k_), ni(n), nb(std::max<std::size_t>(n / 4, 4)), threads(threads_),
           interior(heat ? DerivativeSpec::diagonal(2, {0}) : DerivativeSpec::laplacian(2), n, threads_),
           boundary(DerivativeSpec::value(), std::max<std::size_t>(n / 4, 4), threads_),
           poisson(linear_residual<T>({}, {T(1)}, MinusF{nullptr})),
           heat_pde(linear_residual<T>({T(0), T(1)}, {T(-alpha)}, Zero{})) {
-        make_points(heat, ni, nb, seed, xi, xb, gb);
+        make_points(heat, k, ni, nb, seed, xi, xb, gb);
         source_at_points();
     }
 
@@ -98,8 +110,8 @@ struct Problem {
     void source_at_points() {
         f.resize(ni);
         for (std::size_t s = 0; s < ni; ++s)
-            f[s] = static_cast<T>(2 * pi * pi * std::sin(pi * static_cast<double>(xi[2 * s])) *
-                                  std::sin(pi * static_cast<double>(xi[2 * s + 1])));
+            f[s] = static_cast<T>(2 * k * k * pi * pi * std::sin(k * pi * static_cast<double>(xi[2 * s])) *
+                                  std::sin(k * pi * static_cast<double>(xi[2 * s + 1])));
         poisson.source.f = f.data();
     }
 
@@ -119,8 +131,9 @@ struct Problem {
             // columns: u, du/dx0, du/dx1, then Lap u (Poisson) or d2u/dx0^2 (heat)
             const T* d = derivatives.data() + s * C;
             const double x = static_cast<double>(candidates[2 * s]), y = static_cast<double>(candidates[2 * s + 1]);
+            const double f_at = 2 * k * k * pi * pi * std::sin(k * pi * x) * std::sin(k * pi * y);
             const double r = heat ? static_cast<double>(d[2]) - alpha * static_cast<double>(d[3])
-                                  : static_cast<double>(d[3]) + 2 * pi * pi * std::sin(pi * x) * std::sin(pi * y);
+                                  : static_cast<double>(d[3]) + f_at;
             cumulative[s] = r * r;
             sum += r * r;
         }
@@ -175,12 +188,12 @@ struct Problem {
     // |dL_boundary/dp| (L2 norms, the interior weight kept at 1), so that neither term's gradient drowns
     // the other's.
     void balance(std::span<const T> p) {
-        g_interior.assign(Net::num_params, T(0));
-        g_boundary.assign(Net::num_params, T(0));
+        g_interior.assign(N::num_params, T(0));
+        g_boundary.assign(N::num_params, T(0));
         interior_term(p, g_interior);
         boundary_term(p, g_boundary, T(1));
         double interior_norm = 0, boundary_norm = 0;
-        for (std::size_t j = 0; j < Net::num_params; ++j) {
+        for (std::size_t j = 0; j < N::num_params; ++j) {
             interior_norm += static_cast<double>(g_interior[j]) * static_cast<double>(g_interior[j]);
             boundary_norm += static_cast<double>(g_boundary[j]) * static_cast<double>(g_boundary[j]);
         }
@@ -190,8 +203,8 @@ struct Problem {
     }
 };
 
-template <class T>
-double grid_error(bool heat, const std::vector<T>& p, const char* csv) {
+template <class N, class T>
+double grid_error(bool heat, double k, const std::vector<T>& p, const char* csv) {
     const std::size_t G = 101;
     std::vector<T> x(2 * G * G), u(G * G);
     for (std::size_t i = 0; i < G; ++i)
@@ -199,7 +212,7 @@ double grid_error(bool heat, const std::vector<T>& p, const char* csv) {
             x[2 * (i * G + j)] = static_cast<T>(static_cast<double>(j) / (G - 1));
             x[2 * (i * G + j) + 1] = static_cast<T>(static_cast<double>(i) / (G - 1));
         }
-    predict<Net>(p, x, u);
+    predict<N>(p, x, u);
     double err = 0, ref = 0;
     std::ofstream out;
     if (csv) {
@@ -207,28 +220,34 @@ double grid_error(bool heat, const std::vector<T>& p, const char* csv) {
         if (!out) throw std::runtime_error(std::string("cannot write ") + csv);
         out << (heat ? "x,t,u,exact\n" : "x,y,u,exact\n");
     }
-    for (std::size_t k = 0; k < G * G; ++k) {
-        const double a = static_cast<double>(x[2 * k]), b = static_cast<double>(x[2 * k + 1]);
-        const double e = exact(heat, a, b), d = static_cast<double>(u[k]) - e;
+    for (std::size_t i = 0; i < G * G; ++i) {
+        const double a = static_cast<double>(x[2 * i]), b = static_cast<double>(x[2 * i + 1]);
+        const double e = exact(heat, a, b, k), d = static_cast<double>(u[i]) - e;
         err += d * d;
         ref += e * e;
-        if (csv) out << a << ',' << b << ',' << static_cast<double>(u[k]) << ',' << e << '\n';
+        if (csv) out << a << ',' << b << ',' << static_cast<double>(u[i]) << ',' << e << '\n';
     }
     return std::sqrt(err / ref);
 }
 
 
-template <class T>
-int run(bool heat, std::size_t steps, std::size_t lbfgs_steps, std::size_t points, int threads, std::uint64_t seed,
-        double lr, double boundary_weight, bool balance, std::size_t resample, const std::string& csv) {
-    Problem<T> problem(heat, points, seed, threads);
+// Trains network N on the problem and returns the relative L2 error on the grid.
+template <class N, class T>
+double run(const char* network, bool heat, double k, std::size_t steps, std::size_t lbfgs_steps, std::size_t points,
+           int threads, std::uint64_t seed, double lr, double boundary_weight, bool balance, std::size_t resample,
+           const std::string& csv) {
+    Problem<N, T> problem(heat, k, points, seed, threads);
     problem.boundary_weight = static_cast<T>(boundary_weight);
-    std::vector<T> p(Net::num_params), g(Net::num_params);
-    init_params<Net>(p, seed);
-    std::printf("pinn: %s, %s, MLP 2-32-32-32-1 tanh (%zu parameters), %zu interior + %zu boundary points, boundary "
-                "weight %g%s, %d thread(s)\n",
-                heat ? "heat u_t = 0.1 u_xx" : "Poisson -Lap u = f", sizeof(T) == 4 ? "float32" : "float64",
-                Net::num_params, problem.ni, problem.nb, boundary_weight, balance ? " (balanced)" : "", threads);
+    std::vector<T> p(N::num_params), g(N::num_params);
+    init_params<N>(p, seed);
+    const std::string what = heat ? "heat u_t = 0.1 u_xx"
+                             : k == 1 ? "Poisson -Lap u = f"
+                                      : "Poisson -Lap u = f, u = sin(" + std::to_string(static_cast<int>(k)) + " pi x) sin(" +
+                                            std::to_string(static_cast<int>(k)) + " pi y)";
+    std::printf("pinn: %s, %s, %s (%zu parameters), %zu interior + %zu boundary points, boundary weight %g%s, %d "
+                "thread(s)\n",
+                what.c_str(), sizeof(T) == 4 ? "float32" : "float64", network, N::num_params, problem.ni, problem.nb,
+                boundary_weight, balance ? " (balanced)" : "", threads);
     Adam<T> opt(static_cast<T>(lr));
     opt.init(p.size());
     Rng resample_rng(seed * 104729 + 7);
@@ -253,7 +272,7 @@ int run(bool heat, std::size_t steps, std::size_t lbfgs_steps, std::size_t point
     // CPU time as well: on a shared machine a neighbour's load stretches the wall time.
     const double adam_cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
     std::printf("adam: %zu steps in %.2f s (%.2f s CPU), rel_l2_error %.3e\n", steps, adam_seconds, adam_cpu,
-                grid_error(heat, p, nullptr));
+                grid_error<N>(heat, k, p, nullptr));
     double lbfgs_seconds = 0;
     if (lbfgs_steps > 0) {
         const auto t1 = std::chrono::steady_clock::now();
@@ -276,12 +295,39 @@ int run(bool heat, std::size_t steps, std::size_t lbfgs_steps, std::size_t point
         lbfgs_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
         std::printf("lbfgs: %.2f s\n", lbfgs_seconds);
     }
-    const double err = grid_error(heat, p, csv.empty() ? nullptr : csv.c_str());
+    const double err = grid_error<N>(heat, k, p, csv.empty() ? nullptr : csv.c_str());
     if (!csv.empty()) std::printf("wrote %s (plot: /usr/bin/python3 examples/pinn/plot.py %s docs/pinn.png)\n", csv.c_str(), csv.c_str());
     std::printf("total training time %.2f s\n", adam_seconds + lbfgs_seconds);
     std::printf("rel_l2_error=%.4e us_per_step=%.1f checksum=%016" PRIx64 "\n", err,
                 1e6 * adam_seconds / static_cast<double>(std::max<std::size_t>(steps, 1)),
                 checksum(std::span<const T>(p)));
+    return err;
+}
+
+// poisson-hf: both networks on the same points and seed, one after the other; the csv of each gets its
+// network's name before the extension.
+template <class T>
+int run_problem(const std::string& problem, std::size_t steps, std::size_t lbfgs_steps, std::size_t points,
+                int threads, std::uint64_t seed, double lr, double boundary_weight, bool balance, std::size_t resample,
+                const std::string& csv) {
+    const bool heat = problem == "heat";
+    if (problem != "poisson-hf") {
+        run<Net, T>("MLP 2-32-32-32-1 tanh", heat, 1, steps, lbfgs_steps, points, threads, seed, lr, boundary_weight,
+                    balance, resample, csv);
+        return 0;
+    }
+    auto named = [&](const char* tag) {
+        if (csv.empty()) return csv;
+        const auto dot = csv.rfind('.');
+        return dot == std::string::npos ? csv + "-" + tag : csv.substr(0, dot) + "-" + tag + csv.substr(dot);
+    };
+    const double k = k_of(true);
+    const double e_tanh = run<Net, T>("MLP 2-32-32-32-1 tanh", false, k, steps, lbfgs_steps, points, threads, seed, lr,
+                                      boundary_weight, balance, resample, named("tanh"));
+    const double e_sine = run<SineNet, T>("sine network 2-32-32-32-1, sin(30 z) then sin(z)", false, k, steps, lbfgs_steps,
+                                          points, threads, seed, lr, boundary_weight, balance, resample, named("sine"));
+    std::printf("poisson-hf: rel_l2_error tanh MLP %.3e, sine network %.3e (%zu parameters each)\n", e_tanh, e_sine,
+                Net::num_params);
     return 0;
 }
 
@@ -295,7 +341,8 @@ int main(int argc, char** argv) {
     std::uint64_t steps = 2000, lbfgs_steps = 2000, points = 1024, threads = 1, seed = 1, resample = 0;
     double lr = 2e-3, boundary_weight = 0;
     bool float32 = false, balance = false;
-    app.add_option("--problem", problem, "poisson or heat")->check(CLI::IsMember({"poisson", "heat"}));
+    app.add_option("--problem", problem, "poisson, poisson-hf (a higher frequency: the tanh MLP and a sine network) or heat")
+        ->check(CLI::IsMember({"poisson", "poisson-hf", "heat"}));
     app.add_option("--steps", steps, "Adam steps")->check(examples::whole(0, 10000000));
     app.add_option("--lbfgs-steps", lbfgs_steps, "L-BFGS iterations after Adam (chainlet/optim/lbfgs.hpp)")->check(examples::whole(0, 10000000));
     app.add_option("--points", points, "interior collocation points (boundary: a quarter as many)")
@@ -305,8 +352,8 @@ int main(int argc, char** argv) {
     app.add_option("--lr", lr, "Adam's learning rate (decayed to 1/10 over the Adam steps)")->check(examples::real(1e-8, 1.0));
     app.add_option("--boundary-weight", boundary_weight,
                    "weight of the boundary term in the loss (the start with --balance); 0 = the problem's: 100 for "
-                   "Poisson, 1 for heat")
-        ->check(examples::real(0, 1e6));
+                   "Poisson, 100 k^4 = 129600 for poisson-hf, 1 for heat")
+        ->check(examples::real(0, 1e9));
     app.add_option("--resample", resample,
                    "every K Adam steps, redraw the interior points where the residual is large (RAD); 0 = never")
         ->check(examples::whole(0, 10000000));
@@ -318,8 +365,8 @@ int main(int argc, char** argv) {
     const bool heat = problem == "heat";
     // Poisson's residual (f up to 2 pi^2) outweighs its boundary values (u = 0) unless the boundary term
     // is weighted; the heat problem's initial values are of the residual's size (examples/pinn/README.md).
-    if (boundary_weight == 0) boundary_weight = heat ? 1 : 100;
+    if (boundary_weight == 0) boundary_weight = heat ? 1 : 100 * std::pow(k_of(problem == "poisson-hf"), 4);
     const int t = static_cast<int>(threads);
-    return float32 ? run<float>(heat, steps, lbfgs_steps, points, t, seed, lr, boundary_weight, balance, resample, csv)
-                   : run<double>(heat, steps, lbfgs_steps, points, t, seed, lr, boundary_weight, balance, resample, csv);
+    return float32 ? run_problem<float>(problem, steps, lbfgs_steps, points, t, seed, lr, boundary_weight, balance, resample, csv)
+                   : run_problem<double>(problem, steps, lbfgs_steps, points, t, seed, lr, boundary_weight, balance, resample, csv);
 }
