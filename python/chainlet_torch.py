@@ -61,6 +61,18 @@ class Slice(nn.Module):
         return x[:, self.first:self.first + self.count]
 
 
+class Sin(nn.Module):
+    """chainlet's activation Sin<Num, Den>: sin(omega z), omega = Num / Den (the module in the slot of a
+    Dense<N, Sin<...>>'s activation or an ActivationLayer<Sin<...>>)."""
+
+    def __init__(self, omega=1.0):
+        super().__init__()
+        self.omega = omega
+
+    def forward(self, x):
+        return torch.sin(self.omega * x)
+
+
 class RMSNorm(nn.Module):
     """chainlet's RMSNorm, PyTorch 2.4's nn.RMSNorm(n, eps=1e-5) written out for older PyTorch (Debian's
     1.13 has none): x / sqrt(mean(x^2) + eps) * weight over the last dimension."""

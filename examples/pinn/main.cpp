@@ -296,7 +296,7 @@ double run(const char* network, bool heat, double k, std::size_t steps, std::siz
         std::printf("lbfgs: %.2f s\n", lbfgs_seconds);
     }
     const double err = grid_error<N>(heat, k, p, csv.empty() ? nullptr : csv.c_str());
-    if (!csv.empty()) std::printf("wrote %s (plot: /usr/bin/python3 examples/pinn/plot.py %s docs/pinn.png)\n", csv.c_str(), csv.c_str());
+    if (!csv.empty()) std::printf("wrote %s\n", csv.c_str());
     std::printf("total training time %.2f s\n", adam_seconds + lbfgs_seconds);
     std::printf("rel_l2_error=%.4e us_per_step=%.1f checksum=%016" PRIx64 "\n", err,
                 1e6 * adam_seconds / static_cast<double>(std::max<std::size_t>(steps, 1)),
@@ -314,6 +314,7 @@ int run_problem(const std::string& problem, std::size_t steps, std::size_t lbfgs
     if (problem != "poisson-hf") {
         run<Net, T>("MLP 2-32-32-32-1 tanh", heat, 1, steps, lbfgs_steps, points, threads, seed, lr, boundary_weight,
                     balance, resample, csv);
+        if (!csv.empty()) std::printf("plot: /usr/bin/python3 examples/pinn/plot.py %s docs/pinn.png\n", csv.c_str());
         return 0;
     }
     auto named = [&](const char* tag) {
@@ -326,6 +327,9 @@ int run_problem(const std::string& problem, std::size_t steps, std::size_t lbfgs
                                       boundary_weight, balance, resample, named("tanh"));
     const double e_sine = run<SineNet, T>("sine network 2-32-32-32-1, sin(30 z) then sin(z)", false, k, steps, lbfgs_steps,
                                           points, threads, seed, lr, boundary_weight, balance, resample, named("sine"));
+    if (!csv.empty())
+        std::printf("plot: /usr/bin/python3 examples/pinn/plot.py %s %s docs/pinn_hf.png\n", named("tanh").c_str(),
+                    named("sine").c_str());
     std::printf("poisson-hf: rel_l2_error tanh MLP %.3e, sine network %.3e (%zu parameters each)\n", e_tanh, e_sine,
                 Net::num_params);
     return 0;

@@ -69,7 +69,8 @@ constexpr std::size_t no_derivative_rule() {
                   "chainlet: the input-derivative pass (derivatives/taylor.hpp) and the parameter Hessian-vector "
                   "product (derivatives/hvp.hpp) need the layer's derivative rules, its member types jet_rule and "
                   "hvp_rule (chainlet/layer.hpp); the layer in the \"required from\" line declares none for the "
-                  "pass (built in: Dense, ActivationLayer, Slice, Residual and Parallel)");
+                  "pass (built in: Dense, ActivationLayer, Slice, Flatten, the average poolings, Dropout, Residual and "
+                  "Parallel)");
     return 0;
 }
 // A rule whose `layer` is not the layer that holds it: a bound layer derived from another's inherits its
@@ -84,22 +85,34 @@ constexpr std::size_t inherited_derivative_rule() {
     return 0;
 }
 
-// What a pass calls in place of a missing rule (Inherited: a rule of another layer's, else none): reading
+// A rule without `using layer = ...;`: it cannot say whose it is.
+template <class B>
+constexpr std::size_t rule_without_layer() {
+    static_assert(always_false<B>,
+                  "chainlet: the jet_rule or hvp_rule of the layer in the \"required from\" line has no member "
+                  "`layer`: declare `using layer = bound;` in it (chainlet/layer.hpp)");
+    return 0;
+}
+
+// What a pass calls in place of a missing rule (Kind: what is wrong with it): reading
 // `saved` asserts (one of the two functions above), the stubs keep that the only error, and
 // `available` is false (a container or chain holding the layer has no rule either, which the checker
 // reads without an error: layer_check.hpp). A stand-in passes the assertion, and its stubs throw as its
 // forward does (layer.hpp). Every rule's constants are written with their types, not `auto`, so that
 // instantiating a rule to read `available` evaluates none of them.
-template <class B, bool Inherited>
+enum class MissingRule { none, inherited, without_layer };
+template <class B, MissingRule Kind>
 constexpr std::size_t missing_rule() {
-    if constexpr (Inherited)
+    if constexpr (Kind == MissingRule::inherited)
         return inherited_derivative_rule<B>();
+    else if constexpr (Kind == MissingRule::without_layer)
+        return rule_without_layer<B>();
     else
         return no_derivative_rule<B>();
 }
-template <class B, bool Inherited>
+template <class B, MissingRule Kind>
 struct rule_stub {
-    static constexpr std::size_t saved = missing_rule<B, Inherited>();
+    static constexpr std::size_t saved = missing_rule<B, Kind>();
     static constexpr std::size_t scratch = 0;
     static constexpr bool available = false;
     template <class T>
@@ -122,17 +135,17 @@ struct rule_stub {
 
 template <class B, class Rule>
 struct owned_rule {
-    using type = rule_stub<B, true>;
+    using type = rule_stub<B, MissingRule::without_layer>;
 };
 template <class B, class Rule>
-    requires std::same_as<typename Rule::layer, B>
+    requires requires { typename Rule::layer; }
 struct owned_rule<B, Rule> {
-    using type = Rule;
+    using type = std::conditional_t<std::same_as<typename Rule::layer, B>, Rule, rule_stub<B, MissingRule::inherited>>;
 };
 
 template <class B>
 struct select_jet_rule {
-    using type = rule_stub<B, false>;
+    using type = rule_stub<B, MissingRule::none>;
 };
 template <class B>
     requires requires { typename B::jet_rule; }
@@ -141,7 +154,7 @@ struct select_jet_rule<B> {
 };
 template <class B>
 struct select_hvp_rule {
-    using type = rule_stub<B, false>;
+    using type = rule_stub<B, MissingRule::none>;
 };
 template <class B>
     requires requires { typename B::hvp_rule; }
@@ -150,7 +163,8 @@ struct select_hvp_rule<B> {
 };
 
 // Whether a rule holds for the layer's template arguments and parts (layer.hpp's `available`, true where
-// a rule does not say).
+// a rule does not say). Only check_layer reads it, to leave such a rule out: a pass that uses a rule
+// without one fails to compile by the rule's own assertion (Dense's through checked_jet) or by a part's.
 template <class Rule>
 constexpr bool rule_available() {
     if constexpr (requires { Rule::available; })
@@ -170,7 +184,7 @@ using hvp_rule_of = typename select_hvp_rule<B>::type;
 // Dense (f after its affine map) and ActivationLayer (z = its input).
 // An activation with `output_jet` (its derivatives are functions of y = f(z): identity, ReLU, tanh,
 // sigmoid) lets the pullback read the jet from y: Dense's forward then stores y's value column over z's
-// column 0 (`in_place`), so the pullback evaluates no f again (tanh: a quarter of the PINN pullback).
+// column 0 (`in_place`), so the pullback evaluates no f again.
 template <class Act>
 concept HasOutputJet = requires { Act::template output_jet<double>(0.0); };
 
@@ -259,8 +273,13 @@ struct ActivationJetRule {
 // pullback likewise, xbar_c = L^T ybar_c. The R-operator: Ry = L Rx, R xbar = L^T R ybar. The layer's own
 // storage serves (C times, or twice), and its pullback gets y = nullptr.
 template <class B>
+constexpr bool parameter_free() {
+    static_assert(B::num_params == 0, "chainlet: the rules of a linear layer (jet.hpp) are for layers without parameters");
+    return B::num_params == 0;
+}
+template <class B>
 struct LinearLayerJetRule {
-    static_assert(B::num_params == 0, "LinearLayerJetRule: for layers without parameters");
+    static constexpr bool available = parameter_free<B>();
     using layer = B;
     static constexpr std::size_t saved = B::saved_per_sample, scratch = B::scratch_per_sample;
     template <class T>
@@ -276,7 +295,7 @@ struct LinearLayerJetRule {
 };
 template <class B>
 struct LinearLayerHvpRule {
-    static_assert(B::num_params == 0, "LinearLayerHvpRule: for layers without parameters");
+    static constexpr bool available = parameter_free<B>();
     using layer = B;
     static constexpr std::size_t saved = 2 * B::saved_per_sample, scratch = B::scratch_per_sample;
     template <class T>

@@ -9,7 +9,8 @@
 // before; both give the same code.
 //
 // The lists are X-macros so that the declarations and the definitions cannot drift apart:
-// CHAINLET_FOR_EACH_ACTIVATION(X) calls X(Act) for every built-in activation, and the
+// CHAINLET_FOR_EACH_ACTIVATION(X) calls X(Act) for every built-in activation (LeakyReLU with its default
+// slope; Sin, whose frequency is its type's, compiles where it is used), and the
 // CHAINLET_*_INSTANCES(X, Act, T) lists call X(Epilogue, init, T, AOff, BOff, ARowStride, KRange) for one
 // activation (or none) and element type.
 //

@@ -93,7 +93,8 @@
 //                forward(p, x, y, saved, m, cols)      y's columns from x's, for a chunk of m samples
 //                pullback(p, g, x, saved, scratch, ybar, xbar, m, cols)
 //                                                      g += the parameter cotangent, xbar = the input
-//                                                      cotangent (may be null); ybar may be clobbered
+//                                                      cotangent (may be null); ybar may be clobbered, x
+//                                                      and saved not (containers read them after it)
 //              x, y, xbar, ybar, saved and scratch hold C columns per feature, [f][c][s] at f C m + c m + s;
 //              cols (jet.hpp's JetColumns) gives C, the D tangents and the second-derivative sets. Column
 //              0 is the value, 1 .. D the tangents, then the sums of pure second derivatives (jet.hpp).
@@ -104,12 +105,14 @@
 //                pullback(p, v, g, hv, x, rx, saved, scratch, ybar, rybar, xbar, rxbar, m)
 //                                                      g += the gradient, hv += its R; xbar and rxbar (both
 //                                                      null or neither) overwritten; ybar, rybar may be
-//                                                      clobbered
+//                                                      clobbered, x, rx and saved not
 // `layer` must be the bound layer: a bound layer derived from another's inherits its member types, and a
 // rule that names another layer computes that layer's derivatives, so the passes refuse it (one compile
 // error). A rule may also say `static constexpr bool available = false` where the layer's template
 // arguments leave it without one (Dense with an activation without a jet); check_layer then skips it.
 // check_layer checks both rules against finite differences (layer_check.hpp).
+//   layer_type    the layer type a bound layer belongs to (Dense<...> for Dense<...>::bound<S>), for tools
+//                 that describe a chain (tests/pinn_crosscheck.cpp); no pass reads it.
 #pragma once
 
 #include <algorithm>

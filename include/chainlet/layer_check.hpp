@@ -24,21 +24,23 @@
 //     relative, in double), and the copies a zero dx (the workspaces pad chunks this way); and that moving
 //     one sample's input leaves the other samples' outputs as they were. Where this holds, the input
 //     finite differences move one feature of every sample in one pass (n times fewer forward passes).
-//   - for a layer with the derivative passes' rules (layer.hpp's jet_rule and hvp_rule), on a chunk of 3
+//   - for a layer with the derivative passes' rules (layer.hpp's jet_rule and hvp_rule), on a chunk of 17
 //     samples, in double against finite differences of its own forward and pullback (tested above):
 //       jet_rule: with 2 tangents and the second-derivative sets {0} and {0, 1}, on the input curve
 //       x(t) = x0 + sum_i t_i d_i + 1/2 sum_i t_i^2 e_i (x's columns: x0, d_i, sum_{i in S} e_i), column 0
 //       against forward(x0), tangent i against the central difference along t_i, column S against the
 //       sum over i in S of the second differences along t_i (at second_step and half of it, extrapolated;
 //       second_tolerance; where the two disagree, the curve crosses a kink and the entry is left out);
-//       the pullback against central differences of <ybar, the columns> in every parameter and input
-//       column; that it adds into g and gives that g with xbar = nullptr;
+//       the pullback against central differences (at second_step and half of it, extrapolated) of
+//       <ybar, the columns> in every parameter and input column; that it adds into g and gives that g
+//       with xbar = nullptr;
 //       hvp_rule: y against forward, Ry against the central difference along (v, Rx), with Rx given and
 //       Rx = 0; g and xbar against the pullback, hv and R xbar against central differences of the
 //       pullback along (v, Rx, R ybar) (each at step and half of it, extrapolated); that it adds into g
 //       and hv and gives them with xbar = nullptr;
-//     both forwards in float against double, saved and scratch starting as NaN. A rule inherited from
-//     another layer (its `layer` is not this one) fails.
+//     that the pullbacks leave x (and Rx) and saved as they were; both forwards in float against double
+//     (into float_double_difference), saved and scratch starting as NaN. A rule inherited from another
+//     layer (its `layer` is not this one), or without `layer`, fails.
 // Finite differences are only valid where the layer is smooth: random inputs keep ReLU and max pooling
 // away from their kinks with probability one.
 #pragma once
@@ -93,7 +95,8 @@ struct LayerCheckResult {
     double input_gradient_error = 0;
     double float_double_difference = 0;
     // The derivative passes' rules (layer.hpp), where the layer has them: the worst finite-difference error.
-    bool jet_rule_checked = false, hvp_rule_checked = false;
+    // unavailable: declared, but not for these template arguments or parts (layer.hpp's `available`): left out.
+    bool jet_rule_checked = false, hvp_rule_checked = false, jet_rule_unavailable = false, hvp_rule_unavailable = false;
     double jet_rule_error = 0, hvp_rule_error = 0;
     std::vector<std::string> failures;  // one line each; empty when the layer passed
 
@@ -104,6 +107,7 @@ struct LayerCheckResult {
           << input_gradient_error << ", float vs double " << float_double_difference;
         if (jet_rule_checked) s << ", jet rule " << jet_rule_error;
         if (hvp_rule_checked) s << ", hvp rule " << hvp_rule_error;
+        if (jet_rule_unavailable || hvp_rule_unavailable) s << " (a declared rule is unavailable here: not checked)";
         s << "\n";
         for (const auto& f : failures) s << "  " << f << "\n";
         return s.str();
@@ -147,6 +151,24 @@ inline double finite_difference_error(const std::vector<double>& fd, const std::
     for (std::size_t i = 0; i < fd.size(); ++i)
         worst = worse(worst, std::abs(grad[i] - fd[i]) / std::max({std::abs(fd[i]), floor, 1e-3 * largest}));
     return worst;
+}
+
+// The central differences of a scalar function f(v) in every component of v, at step h; extrapolated from
+// h and h / 2 (Richardson, error O(h^4) instead of O(h^2)) when asked.
+template <class F>
+std::vector<double> central_differences(std::vector<double> v, F&& f, double h, bool extrapolate) {
+    std::vector<double> fd(v.size());
+    auto along = [&](std::size_t i, double t) {
+        const double keep = v[i];
+        v[i] = keep + t;
+        const double up = f(v);
+        v[i] = keep - t;
+        const double down = f(v);
+        v[i] = keep;
+        return (up - down) / (2 * t);
+    };
+    for (std::size_t i = 0; i < v.size(); ++i) fd[i] = extrapolate ? (4 * along(i, h / 2) - along(i, h)) / 3 : along(i, h);
+    return fd;
 }
 
 inline bool all_finite(const std::vector<double>& v) {
@@ -343,15 +365,17 @@ std::string check_independent_samples(const std::vector<double>& p, const std::v
 
 // What check_layer does with a layer's rule of each pass: none declared, its own to check, declared but
 // unavailable for these template arguments (layer.hpp), or inherited from another layer (a failure).
-enum class RuleState { none, own, unavailable, inherited };
+enum class RuleState { none, own, unavailable, inherited, without_layer };
 
 template <class B, bool Jet>
 constexpr RuleState rule_state() {
     if constexpr (Jet && requires { typename B::jet_rule; }) {
-        if constexpr (!std::is_same_v<typename B::jet_rule::layer, B>) return RuleState::inherited;
+        if constexpr (!requires { typename B::jet_rule::layer; }) return RuleState::without_layer;
+        else if constexpr (!std::is_same_v<typename B::jet_rule::layer, B>) return RuleState::inherited;
         else return rule_available<typename B::jet_rule>() ? RuleState::own : RuleState::unavailable;
     } else if constexpr (!Jet && requires { typename B::hvp_rule; }) {
-        if constexpr (!std::is_same_v<typename B::hvp_rule::layer, B>) return RuleState::inherited;
+        if constexpr (!requires { typename B::hvp_rule::layer; }) return RuleState::without_layer;
+        else if constexpr (!std::is_same_v<typename B::hvp_rule::layer, B>) return RuleState::inherited;
         else return rule_available<typename B::hvp_rule>() ? RuleState::own : RuleState::unavailable;
     } else {
         return RuleState::none;
@@ -386,7 +410,7 @@ std::vector<double> jet_forward(const std::vector<double>& p, const std::vector<
 template <class B>
 RuleCheckOutcome check_jet_rule(const LayerCheckOptions& o) {
     using Rule = typename B::jet_rule;
-    constexpr std::size_t m = 3, In = B::in_size, Out = B::out_size, P = B::num_params;
+    constexpr std::size_t m = 17, In = B::in_size, Out = B::out_size, P = B::num_params;
     const JetCheckColumns jc;
     constexpr std::size_t D = JetCheckColumns::D, K = JetCheckColumns::K, C = JetCheckColumns::C;
     RuleCheckOutcome r;
@@ -474,9 +498,12 @@ RuleCheckOutcome check_jet_rule(const LayerCheckOptions& o) {
         std::vector<double> sv(Rule::saved * C * m + 1, nan), yy(Out * C * m);
         Rule::forward(static_cast<const double*>(p.data()), static_cast<const double*>(x.data()), yy.data(), sv.data(), m,
                       jc.cols());
+        const std::vector<double> sv_kept = sv, x_kept = x;
         Rule::pullback(static_cast<const double*>(p.data()), g.data(), static_cast<const double*>(x.data()),
                        static_cast<const double*>(sv.data()), scratch.data(), yb.data(), with_xbar ? xbar.data() : nullptr,
                        m, jc.cols());
+        if (!same_values(sv, sv_kept) || x != x_kept)
+            r.fail("jet_rule: the pullback changed x's columns or the saved storage (containers read them after it)");
         for (std::size_t i = 0; i < P; ++i) g[i] -= g0[i];
         return std::pair{std::move(g), std::move(xbar)};
     };
@@ -491,28 +518,19 @@ RuleCheckOutcome check_jet_rule(const LayerCheckOptions& o) {
         for (std::size_t i = 0; i < yy.size(); ++i) sum += ybar[i] * yy[i];
         return sum;
     };
-    auto gradient_fd = [&](std::vector<double> v, bool params) {
-        std::vector<double> fd(v.size());
-        for (std::size_t i = 0; i < v.size(); ++i) {
-            const double keep = v[i];
-            v[i] = keep + o.step;
-            const double up = params ? phi(v, x) : phi(p, v);
-            v[i] = keep - o.step;
-            const double down = params ? phi(v, x) : phi(p, v);
-            v[i] = keep;
-            fd[i] = (up - down) / (2 * o.step);
-        }
-        return fd;
-    };
-    const double eg = finite_difference_error(gradient_fd(p, true), g, o.floor);
-    const double ex = finite_difference_error(gradient_fd(x, false), xbar, o.floor);
+    // At second_step and half of it, extrapolated: the columns' sensitivities hold third derivatives of
+    // the layer, whose O(h^2) term reaches the tolerance at step, and on 17 samples phi is large enough
+    // that rounding at a step of 1e-5 does too.
+    const auto p_fd = central_differences(p, [&](const std::vector<double>& v) { return phi(v, x); }, o.second_step, true);
+    const auto x_fd = central_differences(x, [&](const std::vector<double>& v) { return phi(p, v); }, o.second_step, true);
+    const double eg = finite_difference_error(p_fd, g, o.floor);
+    const double ex = finite_difference_error(x_fd, xbar, o.floor);
     r.error = worse(worse(r.error, eg), ex);
     if (!(eg <= o.tolerance))
         r.fail("jet_rule: the pullback's parameter cotangent differs from finite differences by " + std::to_string(eg));
     if (!(ex <= o.tolerance))
         r.fail("jet_rule: the pullback's input cotangent differs from finite differences by " + std::to_string(ex));
 
-    // float against double
     r.float_double_difference = worst_relative(jet_forward<B, float>(p, x, jc, m), y);
     if (!(r.float_double_difference <= o.float_tolerance))
         r.fail("jet_rule: float and double differ by " + std::to_string(r.float_double_difference));
@@ -537,7 +555,7 @@ std::pair<std::vector<double>, std::vector<double>> hvp_forward(const std::vecto
 template <class B>
 RuleCheckOutcome check_hvp_rule(const LayerCheckOptions& o) {
     using Rule = typename B::hvp_rule;
-    constexpr std::size_t m = 3, In = B::in_size, Out = B::out_size, P = B::num_params;
+    constexpr std::size_t m = 17, In = B::in_size, Out = B::out_size, P = B::num_params;
     RuleCheckOutcome r;
     Rng rng(o.seed * 7919 + 29);
     const auto p = fill_normal<double>(P, rng, o.param_scale), v = fill_normal<double>(P, rng, 1.0);
@@ -592,9 +610,12 @@ RuleCheckOutcome check_hvp_rule(const LayerCheckOptions& o) {
             const double* rxp = with_rx ? rxt.data() : nullptr;
             Rule::forward(static_cast<const double*>(pt.data()), static_cast<const double*>(vt.data()),
                           static_cast<const double*>(xt.data()), rxp, yy.data(), ryy.data(), sv.data(), m);
+            const std::vector<double> sv_kept = sv;
             Rule::pullback(static_cast<const double*>(pt.data()), static_cast<const double*>(vt.data()), g.data(), hv.data(),
                            static_cast<const double*>(xt.data()), rxp, static_cast<const double*>(sv.data()), scratch.data(),
                            yb.data(), ryb.data(), with_xbar ? xbar.data() : nullptr, with_xbar ? rxbar.data() : nullptr, m);
+            if (!same_values(sv, sv_kept) || xt != x || rxt != rx)
+                r.fail("hvp_rule: the pullback changed x, Rx or the saved storage (containers read them after it)" + how);
             for (std::size_t i = 0; i < P; ++i) {
                 g[i] -= g0[i];
                 hv[i] -= hv0[i];
@@ -709,8 +730,8 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
             return total;
         };
         auto fd_error = [&](std::vector<double> v, const std::vector<double>& grad, bool params) {
-            std::vector<double> fd(v.size());
             if (!params && independent) {
+                std::vector<double> fd(v.size());
                 for (std::size_t j = 0; j < B::in_size; ++j) {
                     for (std::size_t s = 0; s < n; ++s) v[j * n + s] = x[j * n + s] + o.step;
                     sample_sums(p, v, up);
@@ -723,15 +744,8 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
                 }
                 return detail::finite_difference_error(fd, grad, o.floor);
             }
-            for (std::size_t i = 0; i < v.size(); ++i) {
-                const double keep = v[i];
-                v[i] = keep + o.step;
-                const double f_up = params ? f(v, x) : f(p, v);
-                v[i] = keep - o.step;
-                const double f_down = params ? f(v, x) : f(p, v);
-                v[i] = keep;
-                fd[i] = (f_up - f_down) / (2 * o.step);
-            }
+            const auto fd = detail::central_differences(
+                std::move(v), [&](const std::vector<double>& u) { return params ? f(u, x) : f(p, u); }, o.step, false);
             return detail::finite_difference_error(fd, grad, o.floor);
         };
         const double ep = fd_error(p, second.g, true), ex = fd_error(x, first.dx, false);
@@ -761,19 +775,24 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
         if (!(fdiff <= o.float_tolerance)) fail(n, "float and double differ by " + std::to_string(fdiff));
     }
 
-    // The derivative passes' rules.
     using detail::RuleState;
     auto merge = [&](detail::RuleCheckOutcome outcome, bool& checked, double& error) {
         checked = true;
         error = outcome.error;
+        r.float_double_difference = std::max(r.float_double_difference, outcome.float_double_difference);
         for (auto& f : outcome.failures) r.failures.push_back(std::move(f));
     };
     const std::string inherited = " names another layer: it is inherited from a base layer, whose derivatives it "
                                   "computes (declare the layer's own, layer.hpp)";
+    const std::string without_layer = " has no member `layer` (declare `using layer = bound;`, layer.hpp)";
     constexpr RuleState jet = detail::rule_state<B, true>(), hvp = detail::rule_state<B, false>();
+    r.jet_rule_unavailable = jet == RuleState::unavailable;
+    r.hvp_rule_unavailable = hvp == RuleState::unavailable;
     if constexpr (jet == RuleState::inherited) r.failures.push_back("jet_rule" + inherited);
+    else if constexpr (jet == RuleState::without_layer) r.failures.push_back("jet_rule" + without_layer);
     else if constexpr (jet == RuleState::own) merge(detail::check_jet_rule<B>(o), r.jet_rule_checked, r.jet_rule_error);
     if constexpr (hvp == RuleState::inherited) r.failures.push_back("hvp_rule" + inherited);
+    else if constexpr (hvp == RuleState::without_layer) r.failures.push_back("hvp_rule" + without_layer);
     else if constexpr (hvp == RuleState::own) merge(detail::check_hvp_rule<B>(o), r.hvp_rule_checked, r.hvp_rule_error);
     return r;
 }

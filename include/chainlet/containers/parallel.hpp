@@ -320,8 +320,10 @@ void jet_product_pullback(const T* b, const T* ybar, T* abar, std::size_t m, con
 // Saved: the branch outputs (not for Concat), the partial products P_1 .. P_{B-2} (Product, Dot), then
 // each branch's saved block. Scratch: a branch's cotangent (not for Concat), two Pbar buffers (Product,
 // Dot), the input cotangent of a later branch, the largest branch scratch.
-template <class B>
-struct ParallelJetRule {
+// What the two rules below share: how the branches combine and the branches' own rules (RuleOf: jet.hpp's
+// jet_rule_of or hvp_rule_of).
+template <class B, template <class> class RuleOf>
+struct ParallelRuleShape {
     using layer = B;
     using Combine = typename B::combine;
     static constexpr std::size_t NB = std::tuple_size_v<typename B::branches>;
@@ -330,12 +332,23 @@ struct ParallelJetRule {
     static constexpr bool additive = std::is_same_v<Combine, Sum> || (std::is_same_v<Combine, Product> && NB == 1);
     static constexpr bool products = !concat && !additive;
     static constexpr std::size_t Fo = B::width[0];  // the branch width (Sum, Product, Dot)
+    static constexpr std::size_t num_partials = products ? NB - 2 : 0;  // P_1 .. P_{B-2}
     template <std::size_t I>
-    using rule = jet_rule_of<typename B::template branch<I>>;
+    using rule = RuleOf<typename B::template branch<I>>;
     static constexpr bool available = []<std::size_t... I>(std::index_sequence<I...>) {
         return (rule_available<rule<I>>() && ...);
     }(std::make_index_sequence<NB>{});
-    static constexpr std::size_t num_partials = products ? NB - 2 : 0;
+};
+
+template <class B>
+struct ParallelJetRule : ParallelRuleShape<B, jet_rule_of> {
+    using Shape = ParallelRuleShape<B, jet_rule_of>;
+    using typename Shape::layer;
+    // (Copies, not using-declarations: g++ 12 does not find those inside the generic lambdas below.)
+    static constexpr std::size_t NB = Shape::NB, Fo = Shape::Fo, num_partials = Shape::num_partials;
+    static constexpr bool concat = Shape::concat, dot = Shape::dot, additive = Shape::additive, products = Shape::products;
+    template <std::size_t I>
+    using rule = typename Shape::template rule<I>;
     static constexpr std::size_t partials_offset = concat ? 0 : B::out_offset[NB];
     static constexpr std::size_t outputs_saved = partials_offset + num_partials * Fo;
     static constexpr std::array<std::size_t, NB + 1> saved_offset = []<std::size_t... I>(std::index_sequence<I...>) {
@@ -433,20 +446,14 @@ struct ParallelJetRule {
 // Scratch: a branch's cotangent and its R (not for Concat), two Pbar buffers and their R (Product, Dot),
 // a later branch's input cotangent and its R, the largest branch scratch.
 template <class B>
-struct ParallelHvpRule {
-    using layer = B;
-    using Combine = typename B::combine;
-    static constexpr std::size_t NB = std::tuple_size_v<typename B::branches>;
-    static constexpr bool concat = std::is_same_v<Combine, Concat>, dot = std::is_same_v<Combine, Dot>;
-    static constexpr bool additive = std::is_same_v<Combine, Sum> || (std::is_same_v<Combine, Product> && NB == 1);
-    static constexpr bool products = !concat && !additive;
-    static constexpr std::size_t Fo = B::width[0], Wsum = B::out_offset[NB];
+struct ParallelHvpRule : ParallelRuleShape<B, hvp_rule_of> {
+    using Shape = ParallelRuleShape<B, hvp_rule_of>;
+    using typename Shape::layer;
+    static constexpr std::size_t NB = Shape::NB, Fo = Shape::Fo, num_partials = Shape::num_partials;
+    static constexpr bool concat = Shape::concat, dot = Shape::dot, additive = Shape::additive, products = Shape::products;
     template <std::size_t I>
-    using rule = hvp_rule_of<typename B::template branch<I>>;
-    static constexpr bool available = []<std::size_t... I>(std::index_sequence<I...>) {
-        return (rule_available<rule<I>>() && ...);
-    }(std::make_index_sequence<NB>{});
-    static constexpr std::size_t num_partials = products ? NB - 2 : 0;
+    using rule = typename Shape::template rule<I>;
+    static constexpr std::size_t Wsum = B::out_offset[NB];  // all branch outputs
     static constexpr std::size_t partials_offset = concat ? 0 : 2 * Wsum;
     static constexpr std::array<std::size_t, NB + 1> saved_offset = []<std::size_t... I>(std::index_sequence<I...>) {
         return blocks_after<NB>(partials_offset + 2 * num_partials * Fo, {rule<I>::saved...});

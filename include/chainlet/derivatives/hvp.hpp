@@ -3,9 +3,8 @@
 // carried through the forward pass and the pullback. SquaredError loss, the mean over the samples of
 // sum_o (y_o - t_o)^2 (scale = 1/n):  ybar = 2 scale (y - t),  R ybar = 2 scale Ry.
 // The pass walks the network by each layer's hvp_rule (layer.hpp), which its own header holds,
-// recursively through containers: Dense, ActivationLayer, Slice, Residual and Parallel are built in, and
-// a user's layer joins by declaring one. A layer without one fails to compile with one static_assert
-// naming it (jet.hpp), and so does a Dense or ActivationLayer whose activation has no jet.
+// recursively through containers: the layers of taylor.hpp's pass, and a user's layer that declares one. A layer without one fails to compile with one static_assert
+// naming it (jet.hpp), and so does a layer with an activation that has no jet.
 // Chunks and groups as in Workspace (workspace.hpp): the same bits on any thread count.
 #pragma once
 

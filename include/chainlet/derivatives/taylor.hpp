@@ -5,9 +5,9 @@
 // tangents, K second-derivative sums; feature-major, element [f][c][s] at f * C n + c n + s, so one
 // matrix product moves all columns of a layer), with S_k = {i} a Hessian diagonal entry and S_k = all
 // the Laplacian. The pass walks the network by each layer's jet_rule (layer.hpp), which its own header
-// holds, recursively through containers: Dense, ActivationLayer, Slice, Residual and Parallel are built
-// in, and a user's layer joins by declaring one. A layer without a rule fails to compile with one
-// static_assert whose "required from" line names it (jet.hpp); so does a Dense or ActivationLayer whose
+// holds, recursively through containers (docs/api.md lists the built-in layers that have one); a user's
+// layer joins by declaring one. A layer without a rule fails to compile with one
+// static_assert whose "required from" line names it (jet.hpp); so does a layer with a fused activation whose
 // activation has no jet (a user's activation may leave it out: detail::checked_jet), with its own message.
 #pragma once
 
@@ -139,7 +139,7 @@ public:
     static constexpr std::size_t max_groups = 32;
     // The whole network's rule (a chain: its layers' rules one after the other, recursively).
     using Rule = detail::jet_rule_of<typename Net::sequence>;
-    // A chain whose layers each save one feature per output and need no scratch (a Dense chain) sizes its
+    // A chain whose layers each save one feature per output and need no scratch (a chain of affine maps) sizes its
     // chunk by its boundaries' widths, as it did before containers, so that its results keep their bits.
     static constexpr bool plain_chain = []<std::size_t... I>(std::index_sequence<I...>) {
         using detail::jet_rule_of;

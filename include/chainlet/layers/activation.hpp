@@ -95,8 +95,7 @@ struct ActivationLayerJetRule {
     using layer = B;
     static constexpr std::size_t F = B::in_size;
     static constexpr std::size_t saved = 0, scratch = 0;
-    // false where the activation has no jet: a pass then fails to compile (detail::checked_jet), and
-    // check_layer leaves the rule out
+    // (layer.hpp) false without a jet: a pass fails to compile then (checked_jet)
     static constexpr bool available = JetActivation<A>;
     template <class T>
     static void forward(const T*, const T* x, T* y, T*, std::size_t m, const JetColumns& cols) {
@@ -120,8 +119,7 @@ struct ActivationLayerHvpRule {
     using layer = B;
     static constexpr std::size_t F = B::in_size;
     static constexpr std::size_t saved = 0, scratch = 0;
-    // false where the activation has no jet: a pass then fails to compile (detail::checked_jet), and
-    // check_layer leaves the rule out
+    // (layer.hpp) false without a jet: a pass fails to compile then (checked_jet)
     static constexpr bool available = JetActivation<A>;
     template <class T>
     static void forward(const T*, const T*, const T* x, const T* rx, T* y, T* ry, T*, std::size_t m) {

@@ -218,8 +218,7 @@ struct DenseJetRule {
     using layer = B;
     static constexpr std::size_t In = B::in_size, Out = B::out_size;
     static constexpr std::size_t saved = Out, scratch = 0;
-    // false where the activation has no jet: a pass then fails to compile (detail::checked_jet), and
-    // check_layer leaves the rule out
+    // (layer.hpp) false without a jet: a pass fails to compile then (checked_jet)
     static constexpr bool available = JetActivation<typename B::activation>;
 
     template <class T>
@@ -257,8 +256,7 @@ struct DenseHvpRule {
     using layer = B;
     static constexpr std::size_t In = B::in_size, Out = B::out_size;
     static constexpr std::size_t saved = 2 * Out, scratch = 0;
-    // false where the activation has no jet: a pass then fails to compile (detail::checked_jet), and
-    // check_layer leaves the rule out
+    // (layer.hpp) false without a jet: a pass fails to compile then (checked_jet)
     static constexpr bool available = JetActivation<typename B::activation>;
 
     template <class T>

@@ -16,6 +16,9 @@
 //
 // Pullback: dx = m * dy.
 //
+// The derivative passes (input derivatives, residual losses, Hessian-vector products) see the layer as
+// inference does, the identity, also inside a training loop: their rules are jet.hpp's of a linear layer.
+//
 // PyTorch: nn.Dropout(Num / Den); one module index, feature order kept.
 #pragma once
 
