@@ -48,22 +48,13 @@ std::vector<T> random_vector(std::size_t n, std::uint64_t seed, double scale = 1
 // max(worst, e) for the worst error of a test, where a NaN e makes it infinite (chainlet/layer_check.hpp).
 using chainlet::detail::worse;
 
-// Largest error of g against central differences of f at p (chainlet::detail::finite_difference_error,
-// the layer checker's measure).
+// Largest error of g against central differences of f at p (chainlet::detail::central_differences and
+// finite_difference_error, the layer checker's measure).
 template <class F>
 double gradient_error(F&& f, std::vector<double> p, const std::vector<double>& g, double h = 1e-5,
                       double floor = 1e-3) {
-    std::vector<double> fd(p.size());
-    for (std::size_t i = 0; i < p.size(); ++i) {
-        const double keep = p[i];
-        p[i] = keep + h;
-        const double up = f(p);
-        p[i] = keep - h;
-        const double down = f(p);
-        p[i] = keep;
-        fd[i] = (up - down) / (2 * h);
-    }
-    return chainlet::detail::finite_difference_error(fd, g, floor);
+    return chainlet::detail::finite_difference_error(chainlet::detail::central_differences(std::move(p), f, h, false), g,
+                                                     floor);
 }
 
 // Largest elementwise difference relative to max(|reference|, 1). Equal values (the same infinity, or

@@ -4,9 +4,19 @@
 // buffers, allocation-free. Needs Eigen and LBFGSpp (the CMake target chainlet::lbfgs).
 #pragma once
 
+// g++ 12 warns -Wmaybe-uninitialized inside its own AVX-512 intrinsics where Eigen's reductions use them
+// at -O3 (_mm512_extractf64x4_pd's undefined upper half: GCC bug 105593, fixed in GCC 13). The state at
+// Eigen's headers is what counts for their instances, so the warning is off for these includes only.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <Eigen/Core>
 #include <LBFGSpp/Param.h>  // before the line search, which uses it
 #include <LBFGSpp/LineSearchNocedalWright.h>
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic pop
+#endif
 
 #include <algorithm>
 #include <chrono>
