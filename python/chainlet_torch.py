@@ -7,6 +7,9 @@ containers map to the modules below; their tensor names follow from the attribut
   Parallel<Combine, Branch<...>...>   Parallel("concat"|"sum"|"product"|"dot",
                                                nn.Sequential(...), ...)        "<i>.branches.<b>.<j>.weight"
   Slice<First, Count>                 Slice(first, count)                      (no tensors)
+  FourierFeatures<M, ...>             FourierFeatures(B)                       (B a buffer, not in the
+                                      (B: the layer's frequencies<double>(),    state dict: chainlet's
+                                      M x F)                                   checkpoint holds no B)
   RMSNorm                             RMSNorm(features)                        "<i>.weight"
   GRU<H, ReturnSequence>              GRU(F, H, return_sequence)               "<i>.weight_ih_l0" ...
   LSTM<H, ReturnSequence>             LSTM(F, H, return_sequence)              "<i>.weight_ih_l0" ...
@@ -71,6 +74,19 @@ class Sin(nn.Module):
 
     def forward(self, x):
         return torch.sin(self.omega * x)
+
+
+class FourierFeatures(nn.Module):
+    """chainlet's FourierFeatures<M, ...>: [sin(2 pi x B^T), cos(2 pi x B^T)] for x (batch, F), B (M, F) the
+    layer's fixed frequencies (FourierFeatures<...>::bound<Shape<F>>::frequencies<double>(), row-major)."""
+
+    def __init__(self, B):
+        super().__init__()
+        self.register_buffer("B", torch.as_tensor(B), persistent=False)
+
+    def forward(self, x):
+        z = 2 * torch.pi * (x @ self.B.to(x.dtype).T)
+        return torch.cat([torch.sin(z), torch.cos(z)], dim=1)
 
 
 class RMSNorm(nn.Module):

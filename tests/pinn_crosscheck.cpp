@@ -19,6 +19,7 @@
 #include "chainlet/chainlet.hpp"
 #include "chainlet/derivatives/taylor.hpp"
 #include "support.hpp"
+#include "user_layer.hpp"
 
 using namespace chainlet;
 using json = nlohmann::json;
@@ -70,8 +71,8 @@ struct Describe<Dense<Out, Act, Bias>, B> {
 };
 
 // The layers without a layer_type, by their checkpoint text: linear layers without parameters, the
-// identity on a flat input (Flatten, Dropout in the passes) and the average poolings of a sequence (L, C),
-// stored position-major.
+// identity on a flat input (Flatten, Dropout in the passes), the average poolings of a sequence (L, C),
+// stored position-major, FourierFeatures, and the user layer of docs/api.md (its own jet rule).
 template <class B>
 json describe_by_text() {
     const std::string d = B::describe();
@@ -79,6 +80,11 @@ json describe_by_text() {
     if (d.rfind("AvgPool1D[", 0) == 0)
         return {{"type", "avgpool1d"}, {"channels", B::out_shape::dims[1]}, {"window", B::in_size / B::out_size}};
     if (d == "GlobalAvgPool") return {{"type", "global_avgpool"}, {"channels", B::out_size}};
+    if constexpr (requires { B::template frequencies<double>(); }) {  // FourierFeatures: B (M x F) for PyTorch
+        const auto& b = B::template frequencies<double>();
+        return {{"type", "fourier"}, {"in", B::in_size}, {"frequencies", std::vector<double>(b.begin(), b.end())}};
+    }
+    if (d == "ScaleShift") return {{"type", "scale_shift"}, {"features", B::in_size}};  // docs/api.md's user layer
     throw std::invalid_argument("pinn_crosscheck: no PyTorch form for " + d);
 }
 
@@ -156,6 +162,11 @@ int main(int argc, char** argv) {
     // linear layers without parameters (their rules run the layer's own forward and pullback on the columns)
     write_case<Chain<Input<6, 2>, AvgPool1D<2>, Flatten, Dense<8, Tanh>, Dropout<10>, Dense<1>>>(dir, "pool_dropout", 15, 21);
     write_case<Chain<Input<4, 3>, GlobalAvgPool, Dense<6, Sin<>>, Dense<1>>>(dir, "global_avgpool", 16, 19);
+    // random Fourier features (fixed frequencies, no parameters; its own rules)
+    write_case<Chain<Input<2>, FourierFeatures<8, 3, 2>, Dense<10, Tanh>, Dense<1>>>(dir, "fourier", 18, 21);
+    // a layer written by a user from docs/api.md, with its own jet rule (tests/user_layer.hpp)
+    write_case<Chain<Input<2>, Dense<8, Tanh>, ScaleShift, Dense<6, Sin<>>, ScaleShift, Dense<1>>>(dir, "user_layer", 17,
+                                                                                                 23);
     // containers (the input-derivative pass goes through them)
     write_case<Chain<Input<3>, Dense<8, Tanh>, Residual<Dense<8, Tanh>>, Dense<1>>>(dir, "residual", 7, 29);
     write_case<Chain<Input<3>, Parallel<Dot, Branch<Slice<0, 1>, Dense<12, Tanh>, Dense<8>>,

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 try:
     import torch
     from torch import nn
-    from chainlet_torch import Parallel, Residual, Slice
+    from chainlet_torch import FourierFeatures, Parallel, Residual, Slice
 except ImportError as e:
     print(f"SKIP: the PINN cross-check needs torch in {sys.executable}: {e}")
     sys.exit(77)
@@ -92,6 +92,16 @@ def build(layers, flat, off, params):
         elif kind == "global_avgpool":
             c = layer["channels"]
             mods.append(Func(lambda z, c=c: z.reshape(z.shape[0], -1, c).mean(dim=1)))
+        elif kind == "fourier":  # fixed frequencies B (M x F), no parameters
+            B = torch.tensor(layer["frequencies"], dtype=torch.float64).reshape(-1, layer["in"])
+            mods.append(FourierFeatures(B))
+        elif kind == "scale_shift":  # docs/api.md's user layer: y = a * x + b, parameters a then b
+            f = layer["features"]
+            a = torch.tensor(flat[off:off + f], dtype=torch.float64).requires_grad_()
+            b = torch.tensor(flat[off + f:off + 2 * f], dtype=torch.float64).requires_grad_()
+            off += 2 * f
+            params += [a, b]
+            mods.append(Func(lambda z, a=a, b=b: z * a + b))
         elif kind == "slice":
             mods.append(Slice(layer["first"], layer["count"]))
         elif kind == "residual":

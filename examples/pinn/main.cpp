@@ -4,9 +4,10 @@
 //   --problem poisson: -Lap u = f on [0,1]^2, f = 2 pi^2 sin(pi x) sin(pi y), u = 0 on the boundary;
 //                      exact u = sin(pi x) sin(pi y). Interior loss mean (Lap u + f)^2 (the Laplacian column).
 //   --problem poisson-hf: the same with u = sin(6 pi x) sin(6 pi y), f = 72 pi^2 u: three periods each
-//                      way, which a tanh MLP of this size fits badly (spectral bias). Trains the tanh MLP and a
-//                      sine network of the same size (SIREN: sin(30 z) in the first layer, then sin(z)) side by
-//                      side on the same points, and reports both errors. The residual grows as k^2 (k = 6),
+//                      way, which a tanh MLP of this size fits badly (spectral bias). Trains the tanh MLP, a
+//                      sine network of the same size (SIREN: sin(30 z) in the first layer, then sin(z)) and a
+//                      tanh MLP after fixed random Fourier features (FourierFeatures<16>) side by side on
+//                      the same points, and reports the three errors. The residual grows as k^2 (k = 6),
 //                      its square as k^4: the boundary weight is 100 k^4 (Poisson's 100, scaled alike).
 //   --problem heat:    u_t = alpha u_xx on (x, t) in [0,1]^2, alpha = 0.1, u(x, 0) = sin(pi x),
 //                      u(0, t) = u(1, t) = 0; exact u = exp(-alpha pi^2 t) sin(pi x). Interior loss
@@ -43,6 +44,9 @@ using Net = Chain<Input<2>, Dense<32, Tanh>, Dense<32, Tanh>, Dense<32, Tanh>, D
 // Glorot-initialised features then span the solution's frequencies (SIREN, Sitzmann et al. 2020), then
 // sin(z).
 using SineNet = Chain<Input<2>, Dense<32, Sin<30>>, Dense<32, Sin<>>, Dense<32, Sin<>>, Dense<1>>;
+// The Fourier-feature network of poisson-hf (2145 parameters): sin and cos of 2 pi B x for 16 fixed random
+// frequencies B ~ N(0, 1), then a tanh MLP. Scale 1: the best of the scales tried (examples/pinn/README.md).
+using FourierNet = Chain<Input<2>, FourierFeatures<16>, Dense<32, Tanh>, Dense<32, Tanh>, Dense<1>>;
 constexpr double pi = std::numbers::pi;
 constexpr double alpha = 0.1;
 // Poisson's frequency: u = sin(k pi x) sin(k pi y)
@@ -304,8 +308,8 @@ double run(const char* network, bool heat, double k, std::size_t steps, std::siz
     return err;
 }
 
-// poisson-hf: both networks on the same points and seed, one after the other; the csv of each gets its
-// network's name before the extension.
+// poisson-hf: the three networks on the same points and seed, one after the other; the csv of each gets
+// its network's name before the extension.
 template <class T>
 int run_problem(const std::string& problem, std::size_t steps, std::size_t lbfgs_steps, std::size_t points,
                 int threads, std::uint64_t seed, double lr, double boundary_weight, bool balance, std::size_t resample,
@@ -327,11 +331,15 @@ int run_problem(const std::string& problem, std::size_t steps, std::size_t lbfgs
                                       boundary_weight, balance, resample, named("tanh"));
     const double e_sine = run<SineNet, T>("sine network 2-32-32-32-1, sin(30 z) then sin(z)", false, k, steps, lbfgs_steps,
                                           points, threads, seed, lr, boundary_weight, balance, resample, named("sine"));
+    const double e_fourier =
+        run<FourierNet, T>("Fourier features 16, sigma 1, then MLP 32-32-1 tanh", false, k, steps, lbfgs_steps, points,
+                           threads, seed, lr, boundary_weight, balance, resample, named("fourier"));
     if (!csv.empty())
-        std::printf("plot: /usr/bin/python3 examples/pinn/plot.py %s %s docs/pinn_hf.png\n", named("tanh").c_str(),
-                    named("sine").c_str());
-    std::printf("poisson-hf: rel_l2_error tanh MLP %.3e, sine network %.3e (%zu parameters each)\n", e_tanh, e_sine,
-                Net::num_params);
+        std::printf("plot: /usr/bin/python3 examples/pinn/plot.py %s %s %s docs/pinn_hf.png\n", named("tanh").c_str(),
+                    named("sine").c_str(), named("fourier").c_str());
+    std::printf("poisson-hf: rel_l2_error tanh MLP %.3e, sine network %.3e (%zu parameters each), Fourier features "
+                "%.3e (%zu parameters)\n",
+                e_tanh, e_sine, Net::num_params, e_fourier, FourierNet::num_params);
     return 0;
 }
 
@@ -345,7 +353,7 @@ int main(int argc, char** argv) {
     std::uint64_t steps = 2000, lbfgs_steps = 2000, points = 1024, threads = 1, seed = 1, resample = 0;
     double lr = 2e-3, boundary_weight = 0;
     bool float32 = false, balance = false;
-    app.add_option("--problem", problem, "poisson, poisson-hf (a higher frequency: the tanh MLP and a sine network) or heat")
+    app.add_option("--problem", problem, "poisson, poisson-hf (a higher frequency: the tanh MLP, a sine network and Fourier features) or heat")
         ->check(CLI::IsMember({"poisson", "poisson-hf", "heat"}));
     app.add_option("--steps", steps, "Adam steps")->check(examples::whole(0, 10000000));
     app.add_option("--lbfgs-steps", lbfgs_steps, "L-BFGS iterations after Adam (chainlet/optim/lbfgs.hpp)")->check(examples::whole(0, 10000000));

@@ -15,6 +15,7 @@
 #include "chainlet/layers/dense.hpp"
 #include "chainlet/layers/dropout.hpp"
 #include "chainlet/layers/flatten.hpp"
+#include "chainlet/layers/fourier_features.hpp"
 #include "chainlet/layers/layer_norm.hpp"
 #include "chainlet/layers/gru.hpp"
 #include "chainlet/layers/lstm.hpp"

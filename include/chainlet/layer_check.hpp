@@ -28,9 +28,10 @@
 //     samples, in double against finite differences of its own forward and pullback (tested above):
 //       jet_rule: with 2 tangents and the second-derivative sets {0} and {0, 1}, on the input curve
 //       x(t) = x0 + sum_i t_i d_i + 1/2 sum_i t_i^2 e_i (x's columns: x0, d_i, sum_{i in S} e_i), column 0
-//       against forward(x0), tangent i against the central difference along t_i, column S against the
-//       sum over i in S of the second differences along t_i (at second_step and half of it, extrapolated;
-//       second_tolerance; where the two disagree, the curve crosses a kink and the entry is left out);
+//       against forward(x0), tangent i against the central difference along t_i (at step and half of it,
+//       extrapolated), column S against the sum over i in S of the second differences along t_i (at
+//       second_step and half of it, extrapolated; second_tolerance; where the two disagree, the curve
+//       crosses a kink and the entry is left out);
 //       the pullback against central differences (at second_step and half of it, extrapolated) of
 //       <ybar, the columns> in every parameter and input column; that it adds into g and gives that g
 //       with xbar = nullptr;
@@ -452,13 +453,17 @@ RuleCheckOutcome check_jet_rule(const LayerCheckOptions& o) {
         }
     for (std::size_t i = 0; i < D; ++i) {
         const auto up = along(i, o.step), down = along(i, -o.step);
+        const auto up_half = along(i, o.step / 2), down_half = along(i, -o.step / 2);
         const double h = o.second_step;
         const auto up2 = along(i, h), down2 = along(i, -h), up1 = along(i, h / 2), down1 = along(i, -h / 2);
         for (std::size_t f = 0; f < Out; ++f)
             for (std::size_t s = 0; s < m; ++s) {
                 const std::size_t at = f * m + s;
                 tangent[(f * D + i) * m + s] = y[(f * C + 1 + i) * m + s];
-                tangent_fd[(f * D + i) * m + s] = (up[at] - down[at]) / (2 * o.step);
+                // at step and half of it, extrapolated: a high-frequency layer (FourierFeatures, Sin) has
+                // third derivatives whose O(h^2) term reaches the tolerance at step alone
+                tangent_fd[(f * D + i) * m + s] =
+                    (4 * (up_half[at] - down_half[at]) / o.step - (up[at] - down[at]) / (2 * o.step)) / 3;
                 // second differences at h and h / 2, extrapolated (Richardson): error O(h^4), not O(h^2)
                 // Where the two disagree, the curve crosses a kink (ReLU's, at distance below h): the
                 // differences mean nothing there, and the rule's own value stands in for them.

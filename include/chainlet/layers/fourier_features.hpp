@@ -1,0 +1,208 @@
+// FourierFeatures<M, ScaleNum, ScaleDen, Seed>: random Fourier features of the input x (its F values):
+//   y = [sin(2 pi B x), cos(2 pi B x)]   (2 M outputs: the M sines, then the M cosines),
+// B an M x F matrix of N(0, sigma^2) entries, sigma = ScaleNum / ScaleDen, drawn once per program from
+// Rng(Seed) in row-major order (B[o * F + j]). B is fixed: not trained, not in the parameters, so no
+// optimiser or weight decay moves it; the same template arguments give the same B on every machine, and
+// the checkpoint text names them. A larger sigma lets the network following it fit higher frequencies
+// (Tancik et al. 2020; Wang, Wang and Perdikaris 2021 for PINNs).
+//
+// Pullback, with z = 2 pi B x:  zbar = cos(z) .* ybar_sin - sin(z) .* ybar_cos,  xbar = 2 pi B^T zbar.
+// Derivative passes (jet.hpp): every jet column of z is 2 pi B times x's column (a linear map), then sin
+// and cos act on z's jet as the element-wise rule of an activation. The R-operator: Rz = 2 pi B Rx,
+// R y_sin = cos(z) Rz, R y_cos = -sin(z) Rz; R zbar = cos(z) R ybar_sin - sin(z) R ybar_cos
+// - Rz .* (sin(z) ybar_sin + cos(z) ybar_cos), R xbar = 2 pi B^T R zbar.
+//
+// PyTorch: python/chainlet_torch.py's FourierFeatures(B), with B = frequencies<double>() (M x F).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "chainlet/activations.hpp"
+#include "chainlet/init.hpp"
+#include "chainlet/jet.hpp"
+#include "chainlet/kernels/simd.hpp"
+#include "chainlet/kernels/vector_loop.hpp"
+#include "chainlet/layer.hpp"
+#include "chainlet/layer_metadata.hpp"
+#include "chainlet/random.hpp"
+#include "chainlet/shape.hpp"
+
+namespace chainlet {
+
+namespace detail {
+// cos with its jet (value and three derivatives), for the rule of an activation (jet.hpp).
+struct CosOfJet {
+    template <class V>
+    static Jet<V> jet(V z) {
+        const V s = simd::sin(z), c = simd::cos(z);
+        return {c, -s, -c, s};
+    }
+};
+}  // namespace detail
+
+template <std::size_t M, std::intmax_t ScaleNum = 1, std::intmax_t ScaleDen = 1, std::uint64_t Seed = 1>
+struct FourierFeatures {
+    static_assert(M > 0, "FourierFeatures<M, ...>: M, the number of frequencies, must be positive");
+    static_assert(ScaleNum > 0 && ScaleDen > 0, "FourierFeatures<M, ScaleNum, ScaleDen>: the scale must be positive");
+    static constexpr double sigma = static_cast<double>(ScaleNum) / static_cast<double>(ScaleDen);
+
+    template <class InShape>
+    struct bound {
+        static constexpr std::size_t in_size = InShape::size, out_size = 2 * M;
+        using out_shape = Shape<out_size>;
+        static constexpr std::size_t num_params = 0;
+        static constexpr std::size_t saved_per_sample = 0, scratch_per_sample = M;  // zbar
+        struct jet_rule;
+        struct hvp_rule;
+
+        // 2 pi B, in T: drawn in double, once (a function-local static: initialised once, thread-safe).
+        template <class T>
+        static const std::array<T, M * in_size>& frequencies() {
+            static const std::array<T, M * in_size> b = [] {
+                std::array<T, M * in_size> r{};
+                Rng rng(Seed);
+                for (auto& e : r) e = static_cast<T>(sigma * rng.normal());
+                return r;
+            }();
+            return b;
+        }
+
+        template <class T>
+        static void init(std::span<T>, Rng&, InitKind) {}
+
+        // out[r, t] = 2 pi sum_c A[r, c] in[c, t] over N columns t (samples, or jet columns of samples),
+        // A = B (z from x) or B^T (xbar from zbar); written, not added.
+        template <bool Transposed, class T>
+        static void times_two_pi_b(const T* in, T* out, std::size_t N) {
+            const auto& b = frequencies<T>();
+            const T two_pi = static_cast<T>(6.283185307179586476925);
+            constexpr std::size_t rows = Transposed ? in_size : M, cols = Transposed ? M : in_size;
+            for (std::size_t r = 0; r < rows; ++r)
+                kernels::vectors_then_scalars<T>(N, [&]<class V>(std::size_t t) {
+                    V acc(0);
+                    for (std::size_t c = 0; c < cols; ++c)
+                        acc = simd::fma(V(b[Transposed ? c * in_size + r : r * in_size + c]), simd::loadv<V>(in + c * N + t), acc);
+                    simd::storev(out + r * N + t, V(two_pi) * acc);
+                });
+        }
+        template <class T>
+        static void project(const T* x, T* z, std::size_t N) {
+            times_two_pi_b<false>(x, z, N);
+        }
+        template <class T>
+        static void project_back(const T* zbar, T* xbar, std::size_t N) {
+            times_two_pi_b<true>(zbar, xbar, N);
+        }
+
+        template <class T>
+        static void forward(const T*, const T* x, T* y, T*, std::size_t n) {
+            T* const sines = y;
+            T* const cosines = y + M * n;
+            project(x, sines, n);  // z, in the sines' block first
+            kernels::vectors_then_scalars<T>(M * n, [&]<class V>(std::size_t i) {
+                const V z = simd::loadv<V>(sines + i);
+                simd::storev(cosines + i, simd::cos(z));
+                simd::storev(sines + i, simd::sin(z));
+            });
+        }
+        template <class T>
+        static void pullback(const T*, T*, const T*, const T* y, T*, T* scratch, T* dy, T* dx, std::size_t n) {
+            if (!dx) return;
+            const T* const sines = y;
+            const T* const cosines = y + M * n;
+            kernels::vectors_then_scalars<T>(M * n, [&]<class V>(std::size_t i) {
+                const V zbar = simd::loadv<V>(cosines + i) * simd::loadv<V>(dy + i) -
+                               simd::loadv<V>(sines + i) * simd::loadv<V>(dy + M * n + i);
+                simd::storev(scratch + i, zbar);
+            });
+            project_back(static_cast<const T*>(scratch), dx, n);
+        }
+
+        static std::string describe() {
+            return "FourierFeatures[" + std::to_string(M) + ", sigma " + std::to_string(ScaleNum) + "/" +
+                   std::to_string(ScaleDen) + ", seed " + std::to_string(Seed) + "]";
+        }
+        // No parameters: a module without any in PyTorch (python/chainlet_torch.py's FourierFeatures).
+        static void torch_layout(TorchModules& m, std::size_t) {
+            if (!m.natural())
+                throw std::invalid_argument(
+                    "FourierFeatures right after a Flatten of an image: PyTorch flattens (C, H, W), chainlet (H, W, C), "
+                    "and B would meet the features in another order; put a Dense layer before it");
+            m.skip_module();
+        }
+    };
+};
+
+// The derivative passes' rules (header comment). Jet columns: x is in_size x C x m, z (saved) M x C x m.
+template <std::size_t M, std::intmax_t ScaleNum, std::intmax_t ScaleDen, std::uint64_t Seed>
+template <class InShape>
+struct FourierFeatures<M, ScaleNum, ScaleDen, Seed>::bound<InShape>::jet_rule {
+    using layer = bound;
+    static constexpr std::size_t saved = M, scratch = 0;
+    template <class T>
+    static void forward(const T*, const T* x, T* y, T* sv, std::size_t m, const JetColumns& cols) {
+        const std::size_t N = cols.C * m;
+        project(x, sv, N);
+        detail::ActivationJetRule<Sin<>, T>::template forward<false>(sv, y, M, m, cols.D, cols.second);
+        detail::ActivationJetRule<detail::CosOfJet, T>::template forward<false>(sv, y + M * N, M, m, cols.D, cols.second);
+    }
+    // ybar becomes the two blocks' zbar in place; their sum goes back through 2 pi B^T.
+    template <class T>
+    static void pullback(const T*, T*, const T*, const T* sv, T*, T* ybar, T* xbar, std::size_t m, const JetColumns& cols) {
+        if (!xbar) return;
+        const std::size_t N = cols.C * m;
+        detail::ActivationJetRule<Sin<>, T>::template pullback<false>(sv, ybar, M, m, cols.D, cols.second, cols.containing);
+        detail::ActivationJetRule<detail::CosOfJet, T>::template pullback<false>(sv, ybar + M * N, M, m, cols.D,
+                                                                                 cols.second, cols.containing);
+        kernels::add_to(ybar, static_cast<const T*>(ybar + M * N), M * N);
+        project_back(static_cast<const T*>(ybar), xbar, N);
+    }
+};
+
+template <std::size_t M, std::intmax_t ScaleNum, std::intmax_t ScaleDen, std::uint64_t Seed>
+template <class InShape>
+struct FourierFeatures<M, ScaleNum, ScaleDen, Seed>::bound<InShape>::hvp_rule {
+    using layer = bound;
+    static constexpr std::size_t saved = 2 * M, scratch = 2 * M;  // z, Rz;  zbar, R zbar
+    template <class T>
+    static void forward(const T*, const T*, const T* x, const T* rx, T* y, T* ry, T* sv, std::size_t m) {
+        T* const z = sv;
+        T* const rz = sv + M * m;
+        project(x, z, m);
+        if (rx) project(rx, rz, m);
+        else std::fill_n(rz, M * m, T(0));
+        kernels::vectors_then_scalars<T>(M * m, [&]<class V>(std::size_t i) {
+            const V s = simd::sin(simd::loadv<V>(z + i)), c = simd::cos(simd::loadv<V>(z + i)), r = simd::loadv<V>(rz + i);
+            simd::storev(y + i, s);
+            simd::storev(y + M * m + i, c);
+            simd::storev(ry + i, c * r);
+            simd::storev(ry + M * m + i, -(s * r));
+        });
+    }
+    template <class T>
+    static void pullback(const T*, const T*, T*, T*, const T*, const T*, const T* sv, T* scr, T* ybar, T* rybar, T* xbar,
+                         T* rxbar, std::size_t m) {
+        if (!xbar) return;
+        const T* const z = sv;
+        const T* const rz = sv + M * m;
+        T* const zbar = scr;
+        T* const rzbar = scr + M * m;
+        kernels::vectors_then_scalars<T>(M * m, [&]<class V>(std::size_t i) {
+            const V s = simd::sin(simd::loadv<V>(z + i)), c = simd::cos(simd::loadv<V>(z + i));
+            const V bs = simd::loadv<V>(ybar + i), bc = simd::loadv<V>(ybar + M * m + i);
+            const V rbs = simd::loadv<V>(rybar + i), rbc = simd::loadv<V>(rybar + M * m + i);
+            simd::storev(zbar + i, c * bs - s * bc);
+            simd::storev(rzbar + i, c * rbs - s * rbc - simd::loadv<V>(rz + i) * (s * bs + c * bc));
+        });
+        project_back(static_cast<const T*>(zbar), xbar, m);
+        if (rxbar) project_back(static_cast<const T*>(rzbar), rxbar, m);
+    }
+};
+
+}  // namespace chainlet
