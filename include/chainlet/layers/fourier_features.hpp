@@ -2,8 +2,9 @@
 //   y = [sin(2 pi B x), cos(2 pi B x)]   (2 M outputs: the M sines, then the M cosines),
 // B an M x F matrix of N(0, sigma^2) entries, sigma = ScaleNum / ScaleDen, drawn once per program from
 // Rng(Seed) in row-major order (B[o * F + j]). B is fixed: not trained, not in the parameters, so no
-// optimiser or weight decay moves it; the same template arguments give the same B on every machine, and
-// the checkpoint text names them. A larger sigma lets the network following it fit higher frequencies
+// optimiser or weight decay moves it; the same template arguments give the same B (up to the last bit
+// of the C library's log and cos, which Rng's normal draws use), and the checkpoint text names them.
+// A larger sigma lets the network following it fit higher frequencies
 // (Tancik et al. 2020; Wang, Wang and Perdikaris 2021 for PINNs).
 //
 // Pullback, with z = 2 pi B x:  zbar = cos(z) .* ybar_sin - sin(z) .* ybar_cos,  xbar = 2 pi B^T zbar.
@@ -26,6 +27,7 @@
 #include "chainlet/activations.hpp"
 #include "chainlet/init.hpp"
 #include "chainlet/jet.hpp"
+#include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/kernels/simd.hpp"
 #include "chainlet/kernels/vector_loop.hpp"
 #include "chainlet/layer.hpp"
@@ -61,14 +63,15 @@ struct FourierFeatures {
         struct jet_rule;
         struct hvp_rule;
 
-        // 2 pi B, in T: drawn in double, once (a function-local static: initialised once, thread-safe).
+        // B (M x F, row-major) in T, drawn in double once: filled in place in static storage, the fill
+        // guarded by a function-local static (initialised once, thread-safe).
         template <class T>
         static const std::array<T, M * in_size>& frequencies() {
-            static const std::array<T, M * in_size> b = [] {
-                std::array<T, M * in_size> r{};
+            static std::array<T, M * in_size> b;
+            [[maybe_unused]] static const bool drawn = [] {
                 Rng rng(Seed);
-                for (auto& e : r) e = static_cast<T>(sigma * rng.normal());
-                return r;
+                for (auto& e : b) e = static_cast<T>(sigma * rng.normal());
+                return true;
             }();
             return b;
         }
@@ -129,11 +132,13 @@ struct FourierFeatures {
                    std::to_string(ScaleDen) + ", seed " + std::to_string(Seed) + "]";
         }
         // No parameters: a module without any in PyTorch (python/chainlet_torch.py's FourierFeatures).
+        // Its PyTorch module takes (batch, F): a flat input in PyTorch's order.
         static void torch_layout(TorchModules& m, std::size_t) {
-            if (!m.natural())
+            if (InShape::rank != 1 || !m.natural())
                 throw std::invalid_argument(
-                    "FourierFeatures right after a Flatten of an image: PyTorch flattens (C, H, W), chainlet (H, W, C), "
-                    "and B would meet the features in another order; put a Dense layer before it");
+                    "FourierFeatures on an image, a sequence or right after their Flatten: PyTorch orders those features "
+                    "(C, H, W) or (C, L), chainlet (H, W, C) or (L, C), and B would meet them in another order; put a "
+                    "Dense layer before it");
             m.skip_module();
         }
     };
