@@ -72,8 +72,8 @@ asan_done=$(date +%s)
 echo "== ThreadSanitizer (clang++, libomp + Archer): threaded tests =="
 # The threaded test programs (tests/CMakeLists.txt).
 tsan_tests=(test_fit test_repro test_finite)
-# CHAINLET_KERNEL_INSTANCES=OFF: three programs compile the panels they use in less time than libchainlet's
-# instances of every activation.
+# CHAINLET_KERNEL_INSTANCES=OFF: three programs compile only the panels they use, not libchainlet's
+# instances for the whole suite.
 CXX=clang++ cmake -S . -B build-tsan "${common[@]}" "${tsan_flags[@]}" -DCHAINLET_SANITIZE=thread -DCHAINLET_BUILD_EXAMPLES=OFF \
   -DCHAINLET_KERNEL_INSTANCES=OFF > /dev/null
 cmake --build build-tsan -j"$jobs" --target "${tsan_tests[@]}"

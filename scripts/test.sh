@@ -16,8 +16,8 @@ if grep -q '\*\*\*Skipped\|Not Run' "$log"; then
 fi
 # The portable build (CHAINLET_SIMD=scalar: no xsimd, every kernel its plain C++ form): the programs of
 # the kernels, Dense, Conv and the input derivatives (core_tests, tests/CMakeLists.txt).
-# CHAINLET_KERNEL_INSTANCES=OFF: the six programs compile the panels they use themselves, in about a
-# third of the CPU time the instances of every activation take (docs/design.md, "Build").
+# CHAINLET_KERNEL_INSTANCES=OFF: the six programs compile only the panels they use, not libchainlet's
+# instances for the whole suite (docs/design.md, "Build").
 cmake -S . -B build-scalar -G Ninja -DCMAKE_BUILD_TYPE=Release -DCHAINLET_SIMD=scalar -DCHAINLET_MPI=OFF \
   -DCHAINLET_KERNEL_INSTANCES=OFF -DCHAINLET_BUILD_EXAMPLES=OFF -DCHAINLET_BUILD_BENCHMARKS=OFF -DCHAINLET_INSTALL=OFF > /dev/null
 cmake --build build-scalar --target core_tests

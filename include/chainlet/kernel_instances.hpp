@@ -3,14 +3,14 @@
 // nn_panel (kernels/gemm.hpp) is a template on its epilogue, its start, the element type and the
 // addressing of its operands, and each instance brings some thirty register-tile functions with it. A
 // program that uses a handful of layers instantiated them all anew, and that was most of its compile
-// time. The instances the built-in layers use with the built-in activations are declared here as
+// time. The instances the built-in layers use with the common activations are declared here as
 // explicit instantiation declarations (`extern template`), and src/kernels/instances.cpp defines them.
 // Any other instance (a user's own activation as an epilogue, say) is instantiated where it is used, as
 // before; both give the same code.
 //
 // The lists are X-macros so that the declarations and the definitions cannot drift apart:
-// CHAINLET_FOR_EACH_ACTIVATION(X) calls X(Act) for every built-in activation (LeakyReLU with its default
-// slope; Sin, whose frequency is its type's, compiles where it is used), and the
+// CHAINLET_FOR_EACH_INSTANCED_ACTIVATION(X) and CHAINLET_FOR_EACH_FEW_INPUTS_ACTIVATION(X) call X(Act) for
+// the activations with instances (below), and the
 // CHAINLET_*_INSTANCES(X, Act, T) lists call X(Epilogue, init, T, AOff, BOff, ARowStride, KRange) for one
 // activation (or none) and element type.
 //
@@ -27,24 +27,28 @@
 #include "chainlet/activations.hpp"
 #include "chainlet/kernels/gemm.hpp"
 
-#define CHAINLET_FOR_EACH_ACTIVATION(X, ...)                                                                 \
+// The activations with instances: the ones many of the project's programs use (tests, examples,
+// benchmarks). An instance pays off only where two or more programs use it, and each costs a second or
+// two of CPU to compile whether used or not; Sigmoid, ELU, LeakyReLU, SiLU and GELUExact, each used by
+// one or two test programs, compile where they are used, as a user's own activation does.
+#define CHAINLET_FOR_EACH_INSTANCED_ACTIVATION(X, ...)                                                       \
     X(::chainlet::Identity, __VA_ARGS__)                                                                     \
     X(::chainlet::ReLU, __VA_ARGS__)                                                                         \
     X(::chainlet::Tanh, __VA_ARGS__)                                                                         \
-    X(::chainlet::Sigmoid, __VA_ARGS__)                                                                      \
     X(::chainlet::Softplus, __VA_ARGS__)                                                                     \
-    X(::chainlet::GELU, __VA_ARGS__)                                                                         \
-    X(::chainlet::ELU, __VA_ARGS__)                                                                          \
-    X(::chainlet::LeakyReLU<>, __VA_ARGS__)                                                                  \
-    X(::chainlet::SiLU, __VA_ARGS__)                                                                         \
-    X(::chainlet::GELUExact, __VA_ARGS__)
+    X(::chainlet::GELU, __VA_ARGS__)
+
+// The activations whose few-input forms (CHAINLET_FEW_INPUTS_INSTANCES) have instances: the first layers
+// of small scientific networks (the tiny MLP, the PINN and neural-ODE networks) and linear outputs.
+#define CHAINLET_FOR_EACH_FEW_INPUTS_ACTIVATION(X, ...)                                                      \
+    X(::chainlet::Identity, __VA_ARGS__)                                                                     \
+    X(::chainlet::Tanh, __VA_ARGS__)
 
 // Linear products (no epilogue): input gradients (from zero, A's rows Out apart), weight gradients as
 // outer products and recurrent steps (accumulating), a recurrent layer's input product (row bias), a
 // convolution's one-sample weight gradient (A through a table of pixel offsets).
 #define CHAINLET_LINEAR_INSTANCES(X, T)                                                                      \
     X(::chainlet::kernels::NoEpilogue, zero, T, Stride, Stride, ptrdiff_t, KRange)                      \
-    X(::chainlet::kernels::NoEpilogue, zero, T, Stride, Stride, UnitStride, KRange)                          \
     X(::chainlet::kernels::NoEpilogue, accumulate, T, Stride, Stride, ptrdiff_t, KRange)                \
     X(::chainlet::kernels::NoEpilogue, accumulate, T, Stride, Stride, UnitStride, KRange)                    \
     X(::chainlet::kernels::NoEpilogue, row_bias, T, Stride, Stride, UnitStride, KRange)                      \
@@ -83,13 +87,15 @@ static_assert(::chainlet::kernels::short_reduction == 8, "CHAINLET_FEW_INPUTS_IN
 
 #if !defined(CHAINLET_DEFINING_KERNEL_INSTANCES) && !defined(CHAINLET_IMPLICIT_KERNELS)
 #define CHAINLET_DECLARE_NN_PANEL(E, I, T, AOff, BOff, ARs, KR) CHAINLET_NN_PANEL_INSTANCE(extern template, E, I, T, AOff, BOff, ARs, KR)
-#define CHAINLET_DECLARE_ACTIVATION(Act, T)                                                                  \
-    CHAINLET_ACTIVATION_INSTANCES(CHAINLET_DECLARE_NN_PANEL, Act, T)                                         \
-    CHAINLET_FEW_INPUTS_INSTANCES(CHAINLET_DECLARE_NN_PANEL, Act, T)
+#define CHAINLET_DECLARE_ACTIVATION(Act, T) CHAINLET_ACTIVATION_INSTANCES(CHAINLET_DECLARE_NN_PANEL, Act, T)
+#define CHAINLET_DECLARE_FEW_INPUTS(Act, T) CHAINLET_FEW_INPUTS_INSTANCES(CHAINLET_DECLARE_NN_PANEL, Act, T)
 CHAINLET_LINEAR_INSTANCES(CHAINLET_DECLARE_NN_PANEL, float)
 CHAINLET_LINEAR_INSTANCES(CHAINLET_DECLARE_NN_PANEL, double)
-CHAINLET_FOR_EACH_ACTIVATION(CHAINLET_DECLARE_ACTIVATION, float)
-CHAINLET_FOR_EACH_ACTIVATION(CHAINLET_DECLARE_ACTIVATION, double)
+CHAINLET_FOR_EACH_INSTANCED_ACTIVATION(CHAINLET_DECLARE_ACTIVATION, float)
+CHAINLET_FOR_EACH_INSTANCED_ACTIVATION(CHAINLET_DECLARE_ACTIVATION, double)
+CHAINLET_FOR_EACH_FEW_INPUTS_ACTIVATION(CHAINLET_DECLARE_FEW_INPUTS, float)
+CHAINLET_FOR_EACH_FEW_INPUTS_ACTIVATION(CHAINLET_DECLARE_FEW_INPUTS, double)
+#undef CHAINLET_DECLARE_FEW_INPUTS
 #undef CHAINLET_DECLARE_ACTIVATION
 #undef CHAINLET_DECLARE_NN_PANEL
 #endif
