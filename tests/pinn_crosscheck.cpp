@@ -72,7 +72,7 @@ struct Describe<Dense<Out, Act, Bias>, B> {
 
 // The layers without a layer_type, by their checkpoint text: linear layers without parameters, the
 // identity on a flat input (Flatten, Dropout in the passes), the average poolings of a sequence (L, C),
-// stored position-major, FourierFeatures, and the user layer of docs/api.md (its own jet rule).
+// stored position-major, the max poolings, FourierFeatures, and the user layer of docs/api.md (its own jet rule).
 template <class B>
 json describe_by_text() {
     const std::string d = B::describe();
@@ -80,6 +80,14 @@ json describe_by_text() {
     if (d.rfind("AvgPool1D[", 0) == 0)
         return {{"type", "avgpool1d"}, {"channels", B::out_shape::dims[1]}, {"window", B::in_size / B::out_size}};
     if (d == "GlobalAvgPool") return {{"type", "global_avgpool"}, {"channels", B::out_size}};
+    std::size_t ph = 0, pw = 0;
+    if constexpr (requires { requires B::in_shape::rank == 3; })  // an image (H, W, C), pixel-major
+        if (std::sscanf(d.c_str(), "MaxPool[%zux%zu]", &ph, &pw) == 2)
+            return {{"type", "maxpool"}, {"height", B::in_shape::dims[0]}, {"width", B::in_shape::dims[1]},
+                    {"channels", B::in_shape::dims[2]}, {"window", json::array({ph, pw})}};
+    if constexpr (requires { requires B::out_shape::rank == 2; })
+        if (std::sscanf(d.c_str(), "MaxPool1D[%zu]", &pw) == 1)
+            return {{"type", "maxpool1d"}, {"channels", B::out_shape::dims[1]}, {"window", pw}};
     if constexpr (requires { B::template frequencies<double>(); }) {  // FourierFeatures: B (M x F) for PyTorch
         const auto& b = B::template frequencies<double>();
         return {{"type", "fourier"}, {"in", B::in_size}, {"frequencies", std::vector<double>(b.begin(), b.end())}};
@@ -162,6 +170,8 @@ int main(int argc, char** argv) {
     // linear layers without parameters (their rules run the layer's own forward and pullback on the columns)
     write_case<Chain<Input<6, 2>, AvgPool1D<2>, Flatten, Dense<8, Tanh>, Dropout<10>, Dense<1>>>(dir, "pool_dropout", 15, 21);
     write_case<Chain<Input<4, 3>, GlobalAvgPool, Dense<6, Sin<>>, Dense<1>>>(dir, "global_avgpool", 16, 19);
+    write_case<Chain<Input<7, 2>, MaxPool1D<2>, Flatten, Dense<8, Tanh>, Dense<1>>>(dir, "maxpool1d", 19, 21);
+    write_case<Chain<Input<4, 2, 2>, MaxPool<2>, Flatten, Dense<6, Softplus>, Dense<1>>>(dir, "maxpool", 20, 19);
     // random Fourier features (fixed frequencies, no parameters; its own rules)
     write_case<Chain<Input<2>, FourierFeatures<8, 3, 2>, Dense<10, Tanh>, Dense<1>>>(dir, "fourier", 18, 21);
     // a layer written by a user from docs/api.md, with its own jet rule (tests/user_layer.hpp)

@@ -89,6 +89,14 @@ def build(layers, flat, off, params):
             c, w = layer["channels"], layer["window"]
             mods.append(Func(lambda z, c=c, w=w: torch.nn.functional.avg_pool1d(
                 z.reshape(z.shape[0], -1, c).transpose(1, 2), w).transpose(1, 2).reshape(z.shape[0], -1)))
+        elif kind == "maxpool1d":  # as avgpool1d
+            c, w = layer["channels"], layer["window"]
+            mods.append(Func(lambda z, c=c, w=w: torch.nn.functional.max_pool1d(
+                z.reshape(z.shape[0], -1, c).transpose(1, 2), w).transpose(1, 2).reshape(z.shape[0], -1)))
+        elif kind == "maxpool":  # chainlet's (H, W, C) pixel-major features; PyTorch pools (N, C, H, W)
+            h, w, c, win = layer["height"], layer["width"], layer["channels"], tuple(layer["window"])
+            mods.append(Func(lambda z, h=h, w=w, c=c, win=win: torch.nn.functional.max_pool2d(
+                z.reshape(z.shape[0], h, w, c).permute(0, 3, 1, 2), win).permute(0, 2, 3, 1).reshape(z.shape[0], -1)))
         elif kind == "global_avgpool":
             c = layer["channels"]
             mods.append(Func(lambda z, c=c: z.reshape(z.shape[0], -1, c).mean(dim=1)))

@@ -1,13 +1,17 @@
 // MaxPool and Flatten: values against the definition, gradients against finite differences (double),
-// deterministic handling of ties, the vector loops against scalar ones on odd sizes.
+// deterministic handling of ties, the vector loops against scalar ones on odd sizes; MaxPool's and
+// MaxPool1D's derivative-pass rules through the checker, alone and in chains.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "chainlet/chain.hpp"
+#include "chainlet/layers/dense.hpp"
 #include "chainlet/layers/flatten.hpp"
 #include "chainlet/layers/maxpool.hpp"
+#include "chainlet/layers/maxpool1d.hpp"
 #include "support.hpp"
 
 namespace test_maxpool {  // several test files make one program (tests/CMakeLists.txt)
@@ -55,6 +59,21 @@ TEST_CASE("MaxPool: layer check, cotangent_rows band by band", "[maxpool][gradie
                           check_layer<MaxPool<3, 2>, Input<11, 6, 2>>(o)}) {
         INFO(r.report());
         REQUIRE(r.passed());
+        REQUIRE(r.jet_rule_checked);  // the derivative passes' rules, against finite differences too
+        REQUIRE(r.hvp_rule_checked);
+    }
+}
+
+TEST_CASE("MaxPool and MaxPool1D in a chain: the derivative passes' rules against finite differences",
+          "[maxpool][gradient]") {
+    using Image = Chain<Input<6, 5, 2>, MaxPool<2>, Flatten, Dense<5, Tanh>, Dense<1>>;
+    using Sequence = Chain<Input<9, 3>, MaxPool1D<2>, Flatten, Dense<4, Softplus>, Dense<2>>;
+    for (const auto& r : {check_bound_layer<Image::sequence>(), check_bound_layer<Sequence::sequence>(),
+                          check_layer<MaxPool1D<3>, Input<10, 2>>()}) {
+        INFO(r.report());
+        REQUIRE(r.passed());
+        REQUIRE(r.jet_rule_checked);
+        REQUIRE(r.hvp_rule_checked);
     }
 }
 

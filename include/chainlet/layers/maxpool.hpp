@@ -9,15 +9,20 @@
 // NaN: a window holding a NaN gives NaN, wherever the NaN is (as PyTorch's max_pool2d), and its
 // cotangent goes to the first NaN. The hardware max returns its second operand when one is NaN, so
 // alone it would keep a NaN only in a window's last position; the forward ORs a NaN mask per element.
+//
+// In the derivative passes (jet_rule, hvp_rule; layer.hpp): piecewise linear, the same selection for
+// every jet column and for R x (below the layer).
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <limits>
 #include <span>
 #include <string>
 
 #include "chainlet/init.hpp"
+#include "chainlet/jet.hpp"
 #include "chainlet/kernels/simd.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
@@ -132,6 +137,80 @@ struct MaxPool {
         static void pullback(const T*, T*, const T* x, const T* y, T*, T*, T* dy, T* dx, std::size_t n) {
             if (dx) cotangent_rows(x, y, static_cast<const T*>(dy), dx, 0, H, n);
         }
+
+        // Where each output's maximum comes from: the first maximal position of its window (or the first NaN),
+        // the one the pullback passes the cotangent to. f(in, out) for every window, channel and sample, with
+        // in and out the offsets in x and y of a layout of n samples that holds `blocks` blocks of n values
+        // per feature (the jet's columns, x's block 0 the values that choose; 1 for a plain batch), block 0.
+        template <class T, class F>
+        static void for_each_maximum(const T* x, std::size_t n, std::size_t blocks, F&& f) {
+            for_each_window(blocks * n, [&](auto at, std::size_t out, std::size_t) {
+                for (std::size_t ch = 0; ch < C; ++ch)
+                    for (std::size_t s = 0; s < n; ++s) {
+                        const std::size_t e = ch * blocks * n + s;
+                        std::size_t best = at(0, 0);
+                        T top = x[best + e];
+                        for (std::size_t dy = 0; dy < PH; ++dy)
+                            for (std::size_t dx = 0; dx < PW; ++dx) {
+                                const T v = x[at(dy, dx) + e];
+                                if (!std::isnan(top) && (std::isnan(v) || v > top)) best = at(dy, dx), top = v;
+                            }
+                        f(best + e, out + e);
+                    }
+            });
+        }
+
+        // The derivative passes' rules. Near x the layer is the linear map that picks each window's maximal
+        // position, the same for every jet column and for R x: its jet takes every column from the
+        // position the values (column 0) choose, its pullback passes each column's cotangent back there,
+        // and its R-operator picks R x there (R of the pullback: R xbar from R ybar, the same way). Templates
+        // of the layer they belong to, so that MaxPool1D, which derives from this layer, names its own.
+        template <class Layer>
+        struct jet_rule_for {
+            using layer = Layer;
+            static constexpr std::size_t saved = 0, scratch = 0;
+            template <class T>
+            static void forward(const T*, const T* x, T* y, T*, std::size_t m, const JetColumns& cols) {
+                for_each_maximum(x, m, cols.C, [&](std::size_t in, std::size_t out) {
+                    for (std::size_t c = 0; c < cols.C; ++c) y[out + c * m] = x[in + c * m];
+                });
+            }
+            template <class T>
+            static void pullback(const T*, T*, const T* x, const T*, T*, T* ybar, T* xbar, std::size_t m,
+                                 const JetColumns& cols) {
+                if (!xbar) return;
+                std::fill_n(xbar, in_size * cols.C * m, T(0));
+                for_each_maximum(x, m, cols.C, [&](std::size_t in, std::size_t out) {
+                    for (std::size_t c = 0; c < cols.C; ++c) xbar[in + c * m] = ybar[out + c * m];
+                });
+            }
+        };
+        template <class Layer>
+        struct hvp_rule_for {
+            using layer = Layer;
+            static constexpr std::size_t saved = 0, scratch = 0;
+            template <class T>
+            static void forward(const T*, const T*, const T* x, const T* rx, T* y, T* ry, T*, std::size_t m) {
+                for_each_maximum(x, m, 1, [&](std::size_t in, std::size_t out) {
+                    y[out] = x[in];
+                    ry[out] = rx ? rx[in] : T(0);
+                });
+            }
+            template <class T>
+            static void pullback(const T*, const T*, T*, T*, const T* x, const T*, const T*, T*, T* ybar, T* rybar,
+                                 T* xbar, T* rxbar, std::size_t m) {
+                if (!xbar) return;
+                std::fill_n(xbar, in_size * m, T(0));
+                if (rxbar) std::fill_n(rxbar, in_size * m, T(0));
+                for_each_maximum(x, m, 1, [&](std::size_t in, std::size_t out) {
+                    xbar[in] = ybar[out];
+                    if (rxbar) rxbar[in] = rybar[out];
+                });
+            }
+        };
+
+        using jet_rule = jet_rule_for<bound>;
+        using hvp_rule = hvp_rule_for<bound>;
 
         static std::string describe() { return "MaxPool[" + std::to_string(PH) + "x" + std::to_string(PW) + "]"; }
         static void torch_layout(TorchModules& m, std::size_t) {

@@ -37,6 +37,9 @@ struct MaxPool1D {
         requires(P > 0 && L >= P)
     struct bound<Shape<L, C>> : MaxPool<1, P>::template bound<Shape<1, L, C>> {
         using out_shape = Shape<L / P, C>;
+        // its own, not MaxPool's (whose `layer` is MaxPool's bound): the same piecewise-linear rules
+        using jet_rule = typename MaxPool<1, P>::template bound<Shape<1, L, C>>::template jet_rule_for<bound>;
+        using hvp_rule = typename MaxPool<1, P>::template bound<Shape<1, L, C>>::template hvp_rule_for<bound>;
         static std::string describe() { return "MaxPool1D[" + std::to_string(P) + "]"; }
         static void torch_layout(TorchModules& m, std::size_t) {
             m.skip_module();  // nn.MaxPool1d(P)
