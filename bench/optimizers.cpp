@@ -19,27 +19,13 @@
 #include "chainlet/optim/lbfgs.hpp"
 #include "chainlet/optim/newton_cg.hpp"
 #include "common/matrix_exp.hpp"
+#include "time_to_target.hpp"
 
 using namespace chainlet;
 using TinyMLP = Chain<Input<4>, Dense<32, Tanh>, Dense<16, Tanh>, Dense<4>>;
 
-namespace {
-struct Trace {
-    std::vector<double> seconds, loss;
-    std::vector<std::size_t> iteration;
-};
-
-// The first point of the trace at or below target: "seconds (iterations)", or "-" when never reached.
-std::string reached(const Trace& t, double target) {
-    for (std::size_t i = 0; i < t.loss.size(); ++i)
-        if (t.loss[i] <= target) {
-            char buf[64];
-            std::snprintf(buf, sizeof buf, "%.3f s (%zu)", t.seconds[i], t.iteration[i]);
-            return buf;
-        }
-    return "-";
-}
-}  // namespace
+using bench::reached;
+using bench::Trace;
 
 int main(int argc, char** argv) {
     std::size_t n = 10000;
@@ -72,47 +58,38 @@ int main(int argc, char** argv) {
     std::printf("tiny MLP 4-32-16-4 tanh, %zu samples, float64, %d thread(s), %.0f s per optimiser; initial loss %.4e\n", n,
                 threads, budget, initial);
 
-    using clock = std::chrono::steady_clock;
-    auto record = [&](Trace& t, clock::time_point t0, std::size_t k, double loss) {
-        t.seconds.push_back(std::chrono::duration<double>(clock::now() - t0).count());
-        t.loss.push_back(loss);
-        t.iteration.push_back(k);
-        return t.seconds.back() > budget;
-    };
     Trace adam, lbfgs, newton;
     {
         std::vector<double> p = p0;
         Adam<double> opt(1e-3);
-        const auto t0 = clock::now();
+        adam.start = Trace::clock::now();
         for (std::size_t k = 1;; ++k) {
             const double l = f(p, g);
             opt.step(std::span<double>(p), std::span<const double>(g));
-            if (record(adam, t0, k, l)) break;
+            if (adam.record(k, l, budget)) break;
         }
     }
     MinimizeResult rl, rn;
     {
         std::vector<double> p = p0;
         LBFGS<double> opt({.history = 20, .max_iterations = 0, .gradient_tolerance = 0});
-        const auto t0 = clock::now();
-        rl = opt.minimize(p, f, [&](const MinimizeIteration& it) { return record(lbfgs, t0, it.iteration, it.loss); });
+        lbfgs.start = Trace::clock::now();
+        rl = opt.minimize(p, f, [&](const MinimizeIteration& it) { return lbfgs.record(it.iteration, it.loss, budget); });
     }
     {
         std::vector<double> p = p0;
         NewtonCG<double> opt({.max_iterations = 0, .max_cg = 50, .gradient_tolerance = 0});
-        const auto t0 = clock::now();
-        rn = opt.minimize(p, f, hv, [&](const MinimizeIteration& it) { return record(newton, t0, it.iteration, it.loss); });
+        newton.start = Trace::clock::now();
+        rn = opt.minimize(p, f, hv, [&](const MinimizeIteration& it) { return newton.record(it.iteration, it.loss, budget); });
     }
     std::printf("| loss / initial | Adam(1e-3) | L-BFGS (history 20) | Newton-CG (CG <= 50) |\n|---|---|---|---|\n");
     for (double fraction : {1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4})
         std::printf("| %.0e | %s | %s | %s |\n", fraction, reached(adam, fraction * initial).c_str(),
                     reached(lbfgs, fraction * initial).c_str(), reached(newton, fraction * initial).c_str());
-    for (Trace* t : {&lbfgs, &newton})
-        if (t->loss.empty()) t->loss.push_back(initial), t->iteration.push_back(0), t->seconds.push_back(0);
     std::printf("final loss / initial: Adam %.3e (%zu steps), L-BFGS %.3e (%zu iterations, %zu evaluations, %s), "
                 "Newton-CG %.3e (%zu iterations, %zu evaluations, %zu H v, %s)\n",
-                adam.loss.back() / initial, adam.iteration.back(), lbfgs.loss.back() / initial, rl.iterations,
-                rl.evaluations, to_string(rl.stop), newton.loss.back() / initial, rn.iterations, rn.evaluations,
+                adam.last_loss(initial) / initial, adam.iteration.back(), lbfgs.last_loss(initial) / initial, rl.iterations,
+                rl.evaluations, to_string(rl.stop), newton.last_loss(initial) / initial, rn.iterations, rn.evaluations,
                 rn.hessian_products, to_string(rn.stop));
     return 0;
 }

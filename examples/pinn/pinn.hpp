@@ -173,6 +173,67 @@ struct Problem {
         return l + boundary_term(p, g, boundary_weight);
     }
 
+    // The Gauss-Newton product G v of the loss, for Newton-CG (bench/optimizers_pinn.cpp), whose exact H v
+    // the derivative passes do not give for residual losses. loss = (1/ni) sum r_i^2 + (w/nb) sum b_j^2,
+    // r the PDE residual, b = u - g on the boundary, so G = (2/ni) J_r' J_r + (2w/nb) J_b' J_b with J the
+    // residuals' Jacobians in the parameters: positive semi-definite, H without the residuals' second
+    // derivatives. J v by central differences of the residuals at p +- h v, h = 1e-5 (1 + |p|) / |v|
+    // (error O(h^2)); J' a exactly, as the parameter gradient of sum a_i r_i (the pass's pullback).
+    void gauss_newton_product(std::span<const T> p, std::span<const T> v, std::span<T> out) {
+        const std::size_t P = N::num_params, C = interior.spec().columns();
+        double pn = 0, vn = 0;
+        for (std::size_t j = 0; j < P; ++j) {
+            pn += static_cast<double>(p[j]) * static_cast<double>(p[j]);
+            vn += static_cast<double>(v[j]) * static_cast<double>(v[j]);
+        }
+        std::ranges::fill(out, T(0));
+        if (vn == 0) return;
+        const double h = 1e-5 * (1 + std::sqrt(pn)) / std::sqrt(vn);
+        shifted.resize(P);
+        gn_interior[0].resize(ni * C), gn_interior[1].resize(ni * C), gn_boundary[0].resize(nb), gn_boundary[1].resize(nb);
+        for (int side = 0; side < 2; ++side) {
+            const double sign = side == 0 ? 1 : -1;
+            for (std::size_t j = 0; j < P; ++j)
+                shifted[j] = static_cast<T>(static_cast<double>(p[j]) + sign * h * static_cast<double>(v[j]));
+            interior.derivatives(shifted, xi, gn_interior[side], threads);
+            boundary.derivatives(shifted, xb, gn_boundary[side], threads);
+        }
+        // J v: the source and the boundary values cancel in the differences
+        jv_interior.resize(ni), jv_boundary.resize(nb);
+        for (std::size_t s = 0; s < ni; ++s) {
+            const T* a = gn_interior[0].data() + s * C;
+            const T* b = gn_interior[1].data() + s * C;
+            const double d = heat ? static_cast<double>(a[2] - b[2]) - alpha * static_cast<double>(a[3] - b[3])
+                                  : static_cast<double>(a[3] - b[3]);
+            jv_interior[s] = static_cast<T>(d / (2 * h));
+        }
+        for (std::size_t s = 0; s < nb; ++s)
+            jv_boundary[s] = static_cast<T>(static_cast<double>(gn_boundary[0][s] - gn_boundary[1][s]) / (2 * h));
+        // J' a with a = 2 J v (the passes' scale carries 1/ni and w/nb): the cotangents of sum a_i r_i
+        const T* jvi = jv_interior.data();
+        const bool is_heat = heat;
+        const auto interior_cotangent = [jvi, is_heat](const PointDerivatives<T>& d, PointCotangents<T>& c, T scale) {
+            for (std::size_t k = 0; k < d.n; ++k) {
+                const T a = T(2) * scale * jvi[d.first_sample + k];
+                if (is_heat) {
+                    c.du(1)[k] += a;
+                    c.d2u(0)[k] -= static_cast<T>(alpha) * a;
+                } else {
+                    c.d2u(0)[k] += a;
+                }
+            }
+            return T(0);
+        };
+        const T* jvb = jv_boundary.data();
+        const auto boundary_cotangent = [jvb](const PointDerivatives<T>& d, PointCotangents<T>& c, T scale) {
+            for (std::size_t k = 0; k < d.n; ++k) c.u()[k] += T(2) * scale * jvb[d.first_sample + k];
+            return T(0);
+        };
+        interior.add_value_and_gradient(p, out, xi, interior_cotangent, T(1), threads);
+        boundary.add_value_and_gradient(p, out, xb, boundary_cotangent, boundary_weight, threads);
+    }
+    std::vector<T> shifted, gn_interior[2], gn_boundary[2], jv_interior, jv_boundary;  // gauss_newton_product()'s
+
     // Gradient-norm balancing (Wang et al. 2023, "An expert's guide to training physics-informed neural
     // networks"): the weights make the terms' gradients equally long, w <- 0.9 w + 0.1 |dL_interior/dp| /
     // |dL_boundary/dp| (L2 norms, the interior weight kept at 1), so that neither term's gradient drowns
