@@ -31,7 +31,11 @@ int main(int argc, char** argv) {
     std::size_t n = 10000;
     double budget = 10;
     int threads = 1;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 == argc) {
+            std::fprintf(stderr, "%s: %s needs a value\n", argv[0], argv[i]);
+            return 2;
+        }
         if (!std::strcmp(argv[i], "--samples")) n = std::strtoul(argv[i + 1], nullptr, 10);
         else if (!std::strcmp(argv[i], "--seconds")) budget = std::strtod(argv[i + 1], nullptr);
         else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);

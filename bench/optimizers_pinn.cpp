@@ -31,7 +31,11 @@ int main(int argc, char** argv) {
     std::size_t adam_steps = 1000, points = 1024;
     double budget = 20;
     int threads = 1;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 == argc) {
+            std::fprintf(stderr, "%s: %s needs a value\n", argv[0], argv[i]);
+            return 2;
+        }
         if (!std::strcmp(argv[i], "--problem")) problem_name = argv[i + 1];
         else if (!std::strcmp(argv[i], "--adam")) adam_steps = std::strtoul(argv[i + 1], nullptr, 10);
         else if (!std::strcmp(argv[i], "--points")) points = std::strtoul(argv[i + 1], nullptr, 10);

@@ -3,8 +3,10 @@
 // MaxPool1D's derivative-pass rules through the checker, alone and in chains.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "chainlet/chain.hpp"
@@ -74,6 +76,63 @@ TEST_CASE("MaxPool and MaxPool1D in a chain: the derivative passes' rules agains
         REQUIRE(r.passed());
         REQUIRE(r.jet_rule_checked);
         REQUIRE(r.hvp_rule_checked);
+    }
+}
+
+// MaxPool<2> whose jet pullback passes 1.5 times the cotangent back: the checker must fail it, its
+// second look at entries near a tie included.
+struct WrongJetPullback {
+    template <class InShape>
+    struct bound : MaxPool<2>::bound<InShape> {
+        using base = typename MaxPool<2>::template bound<InShape>;
+        struct jet_rule : base::template jet_rule_for<bound> {
+            template <class T>
+            static void pullback(const T* p, T* g, const T* x, const T* sv, T* scr, T* ybar, T* xbar, std::size_t m,
+                                 const JetColumns& cols) {
+                base::template jet_rule_for<bound>::pullback(p, g, x, sv, scr, ybar, xbar, m, cols);
+                if (xbar)
+                    for (std::size_t i = 0; i < base::in_size * cols.C * m; ++i) xbar[i] *= T(1.5);
+            }
+        };
+        using hvp_rule = typename base::template hvp_rule_for<bound>;
+        static std::string describe() { return "WrongJetPullback"; }
+    };
+};
+
+TEST_CASE("MaxPool: the checker fails a wrong jet pullback", "[maxpool][gradient]") {
+    const auto r = check_layer<WrongJetPullback, Input<8, 6, 3>>();
+    INFO(r.report());
+    REQUIRE_FALSE(r.passed());
+    REQUIRE(r.report().find("jet_rule: the pullback's input cotangent differs") != std::string::npos);
+}
+
+// The rules' choice at a tie and at a NaN is the pullback's: the HVP rule's xbar and R xbar against the
+// layer's pullback, its Ry against R x at that position.
+TEST_CASE("MaxPool: the derivative rules choose the pullback's position at ties and NaN", "[maxpool]") {
+    using B = MaxPool<2>::bound<Shape<2, 2, 1>>;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (const std::vector<double>& x : {std::vector<double>{1, 1, 0, 1}, std::vector<double>{0, 2, 2, 1},
+                                         std::vector<double>{1, 3, nan, 3}, std::vector<double>{nan, 1, nan, 0}}) {
+        const std::vector<double> rx = {5, 6, 7, 8};
+        double y = 0, ry = 0, dy = 1, ybar = 1, rybar = 2;
+        std::vector<double> dx(4), xbar(4), rxbar(4);
+        B::forward(static_cast<const double*>(nullptr), x.data(), &y, static_cast<double*>(nullptr), 1);
+        B::pullback(static_cast<const double*>(nullptr), static_cast<double*>(nullptr), x.data(), &y,
+                    static_cast<double*>(nullptr), static_cast<double*>(nullptr), &dy, dx.data(), 1);
+        double hy = 0;
+        B::hvp_rule::forward(static_cast<const double*>(nullptr), static_cast<const double*>(nullptr), x.data(),
+                             rx.data(), &hy, &ry, static_cast<double*>(nullptr), 1);
+        B::hvp_rule::pullback(static_cast<const double*>(nullptr), static_cast<const double*>(nullptr),
+                              static_cast<double*>(nullptr), static_cast<double*>(nullptr), x.data(), rx.data(),
+                              static_cast<const double*>(nullptr), static_cast<double*>(nullptr), &ybar, &rybar,
+                              xbar.data(), rxbar.data(), 1);
+        const std::size_t at = static_cast<std::size_t>(std::find(dx.begin(), dx.end(), 1.0) - dx.begin());
+        REQUIRE(at < 4);
+        REQUIRE(std::count(dx.begin(), dx.end(), 0.0) == 3);
+        REQUIRE(((std::isnan(hy) && std::isnan(y)) || hy == y));
+        REQUIRE(xbar == dx);
+        for (std::size_t i = 0; i < 4; ++i) REQUIRE(rxbar[i] == 2 * dx[i]);
+        REQUIRE(ry == rx[at]);
     }
 }
 

@@ -1,6 +1,6 @@
-// The problems, the networks and the training run of examples/pinn (main.cpp). Each network's run
-// compiles in a translation unit of its own (run_tanh.cpp, run_sine.cpp, run_fourier.cpp), so that the
-// three compile in parallel; main.cpp sees their explicit instantiation declarations.
+// The problems, the networks and the training run of examples/pinn (main.cpp). The networks' runs
+// compile in translation units of their own (run_*.cpp), in parallel; main.cpp sees their explicit
+// instantiation declarations.
 #pragma once
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "chainlet/chainlet.hpp"
@@ -178,8 +179,10 @@ struct Problem {
     // r the PDE residual, b = u - g on the boundary, so G = (2/ni) J_r' J_r + (2w/nb) J_b' J_b with J the
     // residuals' Jacobians in the parameters: positive semi-definite, H without the residuals' second
     // derivatives. J v by central differences of the residuals at p +- h v, h = 1e-5 (1 + |p|) / |v|
-    // (error O(h^2)); J' a exactly, as the parameter gradient of sum a_i r_i (the pass's pullback).
+    // (error O(h^2)); J' a exactly, as the parameter gradient of sum a_i r_i (the pass's pullback). In
+    // double: a shift of 1e-5 (1 + |p|) is near float's rounding, where the differences mean nothing.
     void gauss_newton_product(std::span<const T> p, std::span<const T> v, std::span<T> out) {
+        static_assert(std::is_same_v<T, double>, "gauss_newton_product: the differences need double");
         const std::size_t P = N::num_params, C = interior.spec().columns();
         double pn = 0, vn = 0;
         for (std::size_t j = 0; j < P; ++j) {
@@ -369,10 +372,11 @@ double run(const char* network, const RunOptions& o, double k, const std::string
     return err;
 }
 
-// run<N, T>'s instances, one translation unit per network (PINN_RUN_INSTANCES(extern template, Net)).
-#define PINN_RUN_INSTANCES(prefix, N)                                                                  \
-    prefix double run<N, float>(const char*, const RunOptions&, double, const std::string&);             \
-    prefix double run<N, double>(const char*, const RunOptions&, double, const std::string&);
+// run<N, T>'s instances in translation units of their own (run_*.cpp): one per network, and the sine
+// network's one per type (its sine epilogues have no instances in libchainlet, so they compile there).
+#define PINN_RUN_INSTANCE(prefix, N, T) \
+    prefix double run<N, T>(const char*, const RunOptions&, double, const std::string&);
+#define PINN_RUN_INSTANCES(prefix, N) PINN_RUN_INSTANCE(prefix, N, float) PINN_RUN_INSTANCE(prefix, N, double)
 PINN_RUN_INSTANCES(extern template, Net)
 PINN_RUN_INSTANCES(extern template, SineNet)
 PINN_RUN_INSTANCES(extern template, FourierNet)

@@ -8,7 +8,8 @@
 // Any other instance (a user's own activation as an epilogue, say) is instantiated where it is used, as
 // before; both give the same code.
 //
-// The lists are X-macros so that the declarations and the definitions cannot drift apart:
+// The lists are X-macros, so that the declarations and the definitions share the forms (the top-level
+// CMakeLists.txt repeats the activations, one wrapper each):
 // CHAINLET_FOR_EACH_INSTANCED_ACTIVATION(X) and CHAINLET_FOR_EACH_FEW_INPUTS_ACTIVATION(X) call X(Act) for
 // the activations with instances (below), and the
 // CHAINLET_*_INSTANCES(X, Act, T) lists call X(Epilogue, init, T, AOff, BOff, ARowStride, KRange) for one
@@ -28,9 +29,9 @@
 #include "chainlet/kernels/gemm.hpp"
 
 // The activations with instances: the ones many of the project's programs use (tests, examples,
-// benchmarks). An instance pays off only where two or more programs use it, and each costs a second or
-// two of CPU to compile whether used or not; Sigmoid, ELU, LeakyReLU, SiLU and GELUExact, each used by
-// one or two test programs, compile where they are used, as a user's own activation does.
+// benchmarks). An instance pays off only where two or more programs use it, and each is compiled whether
+// used or not; the panels of Sigmoid, ELU, LeakyReLU, SiLU and GELUExact, most of which no program or
+// one uses, compile where they are used, as a user's own activation does.
 #define CHAINLET_FOR_EACH_INSTANCED_ACTIVATION(X, ...)                                                       \
     X(::chainlet::Identity, __VA_ARGS__)                                                                     \
     X(::chainlet::ReLU, __VA_ARGS__)                                                                         \

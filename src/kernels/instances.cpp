@@ -2,8 +2,9 @@
 // declares. The build compiles this file once per activation (and once for the linear products), from
 // wrappers that CMakeLists.txt generates, so that the instances compile in parallel: each wrapper
 // defines CHAINLET_KERNEL_INSTANCES_OF to the activation (and CHAINLET_KERNEL_INSTANCES_FEW_INPUTS where
-// the header lists its few-input forms), or CHAINLET_KERNEL_INSTANCES_LINEAR. A wrapper missing or extra
-// against the header's lists is an undefined or a duplicate symbol at the link.
+// the header lists its few-input forms), or CHAINLET_KERNEL_INSTANCES_LINEAR. A wrapper missing against
+// the header's lists is an undefined symbol where a program uses the instance; an extra one only compiles
+// instances no declaration points to.
 #define CHAINLET_DEFINING_KERNEL_INSTANCES
 #include "chainlet/kernel_instances.hpp"
 

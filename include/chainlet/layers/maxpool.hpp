@@ -11,7 +11,7 @@
 // alone it would keep a NaN only in a window's last position; the forward ORs a NaN mask per element.
 //
 // In the derivative passes (jet_rule, hvp_rule; layer.hpp): piecewise linear, the same selection for
-// every jet column and for R x (below the layer).
+// every jet column and for R x (the rules' comment in the bound layer).
 #pragma once
 
 #include <algorithm>
