@@ -76,13 +76,11 @@ int main(int argc, char** argv) {
     // H v by central differences of the exact gradient
     std::vector<T> shifted(Net::num_params), g_plus(Net::num_params), g_minus(Net::num_params);
     auto fd_hessian = [&](std::span<const T> at, std::span<const T> v, std::span<T> out) {
-        double pn = 0, vn = 0;
-        for (std::size_t j = 0; j < at.size(); ++j) pn += at[j] * at[j], vn += v[j] * v[j];
-        if (vn == 0) {
+        const double h = pinn::difference_step(at, v);
+        if (h == 0) {
             std::ranges::fill(out, T(0));
             return;
         }
-        const double h = 1e-5 * (1 + std::sqrt(pn)) / std::sqrt(vn);
         for (std::size_t j = 0; j < at.size(); ++j) shifted[j] = at[j] + h * v[j];
         f(shifted, g_plus);
         for (std::size_t j = 0; j < at.size(); ++j) shifted[j] = at[j] - h * v[j];

@@ -67,6 +67,17 @@ void make_points(bool heat, double k, std::size_t n_interior, std::size_t n_boun
     }
 }
 
+// The step of a central difference along v at p, h = 1e-5 (1 + |p|) / |v| (L2 norms); 0 when v is 0.
+template <class T>
+double difference_step(std::span<const T> p, std::span<const T> v) {
+    double pn = 0, vn = 0;
+    for (std::size_t j = 0; j < p.size(); ++j) {
+        pn += static_cast<double>(p[j]) * static_cast<double>(p[j]);
+        vn += static_cast<double>(v[j]) * static_cast<double>(v[j]);
+    }
+    return vn == 0 ? 0 : 1e-5 * (1 + std::sqrt(pn)) / std::sqrt(vn);
+}
+
 template <class N, class T>
 struct Problem {
     bool heat;
@@ -184,14 +195,9 @@ struct Problem {
     void gauss_newton_product(std::span<const T> p, std::span<const T> v, std::span<T> out) {
         static_assert(std::is_same_v<T, double>, "gauss_newton_product: the differences need double");
         const std::size_t P = N::num_params, C = interior.spec().columns();
-        double pn = 0, vn = 0;
-        for (std::size_t j = 0; j < P; ++j) {
-            pn += static_cast<double>(p[j]) * static_cast<double>(p[j]);
-            vn += static_cast<double>(v[j]) * static_cast<double>(v[j]);
-        }
+        const double h = difference_step(p, v);
         std::ranges::fill(out, T(0));
-        if (vn == 0) return;
-        const double h = 1e-5 * (1 + std::sqrt(pn)) / std::sqrt(vn);
+        if (h == 0) return;
         shifted.resize(P);
         gn_interior[0].resize(ni * C), gn_interior[1].resize(ni * C), gn_boundary[0].resize(nb), gn_boundary[1].resize(nb);
         for (int side = 0; side < 2; ++side) {
