@@ -1,5 +1,6 @@
 // The Conv layer checks shared by test_conv.cpp, test_conv_same.cpp and test_conv_channels.cpp: the
-// finite-difference gradients in double and the forward pass against the definition.
+// finite-difference gradients in double and the forward pass against the definition. (The derivative
+// passes' rules are test_conv_rules.cpp's.)
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -21,7 +22,7 @@ void check_conv(double tol = 1e-6) {
     for (std::size_t n : {1, 3, 17}) {
         INFO("H=" << H << " W=" << W << " C=" << C << " K=" << KH << "x" << KW << " OC=" << OC << " n=" << n
                   << " same=" << (Pad == chainlet::Padding::same));
-        REQUIRE(layer_gradient_error<L>(n, 100 + n) < tol);
+        REQUIRE(layer_gradient_error<L, chainlet::RuleChecks::off>(n, 100 + n) < tol);
         const auto p = random_vector(L::num_params, 5, 0.5);
         const auto x = random_vector(L::in_size * n, 6);
         std::vector<double> y(L::out_size * n), saved(L::saved_per_sample * n);

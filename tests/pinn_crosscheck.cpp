@@ -3,8 +3,9 @@
 // (double backward). Usage: pinn_crosscheck <out dir>
 //
 // Each case: the layers as a tree ({"type": "dense", in, out, activation, bias}, {"type": "activation",
-// activation}, {"type": "slice", first, count}, {"type": "residual", layers}, {"type": "parallel",
-// combine, branches: [layers...]}), the parameters in chainlet's layout (in the order of the tree; a
+// activation}, {"type": "conv", height, width, channels, kernel, out_channels, activation, padding,
+// stride, dilation}, the poolings, {"type": "slice", first, count}, {"type": "residual", layers},
+// {"type": "parallel", combine, branches: [layers...]}), the parameters in chainlet's layout (in the order of the tree; a
 // Dense layer W[i * out + o], then b), the inputs (n x in), the outputs u, du/dx_i, d2u/dx_i^2 for every i and the
 // Laplacian, the residual's coefficients, its loss and the parameter gradient.
 #include <cmath>
@@ -26,14 +27,24 @@ using json = nlohmann::json;
 
 namespace {
 
-template <class B>
+template <class B, class InShape>
 json describe_layer();
+
+// The shape of one sample into layer I of the sequence S.
+template <class S, std::size_t I>
+struct InShapeAt {
+    using type = typename S::template layer<I - 1>::out_shape;
+};
+template <class S>
+struct InShapeAt<S, 0> {
+    using type = typename S::in_shape;
+};
 
 template <class S>
 json describe_sequence() {
     json layers = json::array();
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (layers.push_back(describe_layer<typename S::template layer<I>>()), ...);
+        (layers.push_back(describe_layer<typename S::template layer<I>, typename InShapeAt<S, I>::type>()), ...);
     }(std::make_index_sequence<S::num_layers>{});
     return layers;
 }
@@ -73,9 +84,32 @@ struct Describe<Dense<Out, Act, Bias>, B> {
 // The layers without a layer_type, by their checkpoint text: linear layers without parameters, the
 // identity on a flat input (Flatten, Dropout in the passes), the average poolings of a sequence (L, C),
 // stored position-major, the max poolings, FourierFeatures, and the user layer of docs/api.md (its own jet rule).
-template <class B>
+// A convolution's description text, "Conv[KHxKW,OC,act,pad(,stride=S)]" or "Conv1D[K,OC,act,pad(,stride=S)
+// (,dilation=D)]", on an input of shape InShape: (H, W, C) or (L, C), read as (1, L, C).
+template <class InShape>
+json describe_convolution(const std::string& d) {
+    std::size_t kh = 1, kw = 0, oc = 0;
+    char act[40] = {}, pad[8] = {};
+    const bool conv2d = std::sscanf(d.c_str(), "Conv[%zux%zu,%zu,%39[^,],%7[a-z]", &kh, &kw, &oc, act, pad) == 5;
+    if (!conv2d && std::sscanf(d.c_str(), "Conv1D[%zu,%zu,%39[^,],%7[a-z]", &kw, &oc, act, pad) != 4) return nullptr;
+    const auto after = [&](const std::string& key) -> std::size_t {
+        const auto at = d.find(key);
+        return at == std::string::npos ? 1 : std::stoul(d.substr(at + key.size()));
+    };
+    const std::size_t h = InShape::rank == 3 ? InShape::dims[0] : 1;
+    return {{"type", "conv"},       {"height", h},
+            {"width", InShape::dims[InShape::rank - 2]}, {"channels", InShape::dims[InShape::rank - 1]},
+            {"kernel", json::array({kh, kw})},          {"out_channels", oc},
+            {"activation", act},    {"padding", pad},
+            {"stride", conv2d ? json::array({after("stride="), after("stride=")}) : json::array({1, after("stride=")})},
+            {"dilation", json::array({1, after("dilation=")})}};
+}
+
+template <class B, class InShape>
 json describe_by_text() {
     const std::string d = B::describe();
+    if (d.rfind("Conv", 0) == 0)
+        if (json c = describe_convolution<InShape>(d); !c.is_null()) return c;
     if (d == "Flatten" || d.rfind("Dropout[", 0) == 0) return {{"type", "identity"}};
     if (d.rfind("AvgPool1D[", 0) == 0)
         return {{"type", "avgpool1d"}, {"channels", B::out_shape::dims[1]}, {"window", B::in_size / B::out_size}};
@@ -96,12 +130,12 @@ json describe_by_text() {
     throw std::invalid_argument("pinn_crosscheck: no PyTorch form for " + d);
 }
 
-template <class B>
+template <class B, class InShape>
 json describe_layer() {
     if constexpr (requires { typename B::layer_type; })
         return Describe<typename B::layer_type, B>::get();
     else
-        return describe_by_text<B>();
+        return describe_by_text<B, InShape>();
 }
 
 template <class Net>
@@ -172,6 +206,11 @@ int main(int argc, char** argv) {
     write_case<Chain<Input<4, 3>, GlobalAvgPool, Dense<6, Sin<>>, Dense<1>>>(dir, "global_avgpool", 16, 19);
     write_case<Chain<Input<7, 2>, MaxPool1D<2>, Flatten, Dense<8, Tanh>, Dense<1>>>(dir, "maxpool1d", 19, 21);
     write_case<Chain<Input<4, 2, 2>, MaxPool<2>, Flatten, Dense<6, Softplus>, Dense<1>>>(dir, "maxpool", 20, 19);
+    // convolutions: valid, same, strided, dilated (their rules, layers/conv_rules.hpp)
+    write_case<Chain<Input<4, 3, 1>, Conv<3, 3, 3, Tanh, Padding::same>, Conv<2, 2, 2, Softplus, Padding::valid, 2>,
+                     Flatten, Dense<6, Tanh>, Dense<1>>>(dir, "conv", 21, 19);
+    write_case<Chain<Input<7, 2>, Conv1D<3, 3, GELU, Padding::same>, Conv1D<2, 2, Tanh, Padding::valid, 2, 2>, Flatten,
+                     Dense<1>>>(dir, "conv1d", 22, 21);
     // random Fourier features (fixed frequencies, no parameters; its own rules)
     write_case<Chain<Input<2>, FourierFeatures<8, 3, 2>, Dense<10, Tanh>, Dense<1>>>(dir, "fourier", 18, 21);
     // a layer written by a user from docs/api.md, with its own jet rule (tests/user_layer.hpp)

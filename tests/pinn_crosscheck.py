@@ -3,8 +3,8 @@
 
   pinn_crosscheck.py <path to the pinn_crosscheck program> <work dir>
 
-Per case (tests/pinn_crosscheck.cpp) the network (Dense layers, standalone activations, Slice, Residual,
-Parallel; python/chainlet_torch.py's modules) is rebuilt in float64 PyTorch; u, du/dx_i (autograd.grad
+Per case (tests/pinn_crosscheck.cpp) the network (Dense layers, convolutions, poolings, standalone
+activations, Slice, Residual, Parallel; python/chainlet_torch.py's modules) is rebuilt in float64 PyTorch; u, du/dx_i (autograd.grad
 with create_graph=True), d2u/dx_i^2 (grad of the first derivatives) and the Laplacian, then the residual
 loss mean_s (a u + sum_i b_i u_i + sum_i c_i u_ii + c_lap Lap u - sin x_0)^2 on output 0 and its parameter
 gradient by backward through that graph, must agree with chainlet's to 1e-9 relative
@@ -97,6 +97,20 @@ def build(layers, flat, off, params):
             h, w, c, win = layer["height"], layer["width"], layer["channels"], tuple(layer["window"])
             mods.append(Func(lambda z, h=h, w=w, c=c, win=win: torch.nn.functional.max_pool2d(
                 z.reshape(z.shape[0], h, w, c).permute(0, 3, 1, 2), win).permute(0, 2, 3, 1).reshape(z.shape[0], -1)))
+        elif kind == "conv":
+            # chainlet's (H, W, C) pixel-major features (a sequence (L, C) as (1, L, C)) and
+            # W[((ky * KW + kx) * C + c) * OC + oc]: the leaf keeps chainlet's order, PyTorch reads it permuted
+            h, w, c, (kh, kw), oc = layer["height"], layer["width"], layer["channels"], layer["kernel"], layer["out_channels"]
+            wl = torch.tensor(flat[off:off + kh * kw * c * oc], dtype=torch.float64).reshape(kh, kw, c, oc).requires_grad_()
+            off += kh * kw * c * oc
+            bl = torch.tensor(flat[off:off + oc], dtype=torch.float64).requires_grad_()
+            off += oc
+            params += [wl, bl]
+            act, pad = ACT[layer["activation"]], layer["padding"]
+            stride, dilation = tuple(layer["stride"]), tuple(layer["dilation"])
+            mods.append(Func(lambda z, h=h, w=w, c=c, wl=wl, bl=bl, act=act, pad=pad, stride=stride, dilation=dilation: act(
+                torch.nn.functional.conv2d(z.reshape(z.shape[0], h, w, c).permute(0, 3, 1, 2), wl.permute(3, 2, 0, 1), bl,
+                                           stride=stride, padding=pad, dilation=dilation)).permute(0, 2, 3, 1).reshape(z.shape[0], -1)))
         elif kind == "global_avgpool":
             c = layer["channels"]
             mods.append(Func(lambda z, c=c: z.reshape(z.shape[0], -1, c).mean(dim=1)))

@@ -72,23 +72,24 @@ double max_rel_diff(const A& a, const B& ref) {
 }
 
 // The layer checker on L bound to In (an Input), its report shown when it fails.
-template <class L, class In>
+template <class L, class In, chainlet::RuleChecks rules = chainlet::RuleChecks::on>
 void require_layer_check(const chainlet::LayerCheckOptions& o = {}) {
-    const auto r = chainlet::check_layer<L, In>(o);
+    const auto r = chainlet::check_layer<L, In, rules>(o);
     INFO(r.report());
     REQUIRE(r.passed());
 }
 
 // The layer checker (chainlet/layer_check.hpp) on a bound layer L for one chunk of n samples: returns
 // the worst finite-difference error over the parameter and input gradients, or infinity (with the
-// checker's report as a Catch message) when any other rule of the contract is broken.
-template <class L>
+// checker's report as a Catch message) when any other rule of the contract is broken. rules: whether the
+// layer's derivative rules are checked too (and fail it when wrong).
+template <class L, chainlet::RuleChecks rules = chainlet::RuleChecks::on>
 double layer_gradient_error(std::size_t n, std::uint64_t seed) {
     chainlet::LayerCheckOptions o;
     o.chunk_sizes = {n};
     o.seed = seed;
     o.tolerance = std::numeric_limits<double>::infinity();  // the caller compares the error
-    const auto r = chainlet::check_bound_layer<L>(o);
+    const auto r = chainlet::check_bound_layer<L, rules>(o);
     if (!r.passed()) {
         UNSCOPED_INFO(r.report());
         return std::numeric_limits<double>::infinity();

@@ -770,8 +770,14 @@ RuleCheckOutcome check_hvp_rule(const LayerCheckOptions& o) {
 
 }  // namespace detail
 
+// Whether a check also holds the layer's derivative rules (jet_rule, hvp_rule) to finite differences.
+// RuleChecks::off leaves them out at compile time: for a test of the forward and pullback alone over many
+// shapes, which then neither compiles nor runs them (a declared rule that is inherited or lacks `layer` is
+// still reported: that is the contract's).
+enum class RuleChecks { on, off };
+
 // The same for a layer already bound to its input shape (B = L::bound<Shape<...>>).
-template <BoundLayer B>
+template <BoundLayer B, RuleChecks rules = RuleChecks::on>
 LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
     LayerCheckResult r;
     auto fail = [&](std::size_t n, const std::string& what) {
@@ -912,18 +918,20 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
     r.hvp_rule_unavailable = hvp == RuleState::unavailable;
     if constexpr (jet == RuleState::inherited) r.failures.push_back("jet_rule" + inherited);
     else if constexpr (jet == RuleState::without_layer) r.failures.push_back("jet_rule" + without_layer);
-    else if constexpr (jet == RuleState::own) merge(detail::check_jet_rule<B>(o), r.jet_rule_checked, r.jet_rule_error);
+    else if constexpr (jet == RuleState::own && rules == RuleChecks::on)
+        merge(detail::check_jet_rule<B>(o), r.jet_rule_checked, r.jet_rule_error);
     if constexpr (hvp == RuleState::inherited) r.failures.push_back("hvp_rule" + inherited);
     else if constexpr (hvp == RuleState::without_layer) r.failures.push_back("hvp_rule" + without_layer);
-    else if constexpr (hvp == RuleState::own) merge(detail::check_hvp_rule<B>(o), r.hvp_rule_checked, r.hvp_rule_error);
+    else if constexpr (hvp == RuleState::own && rules == RuleChecks::on)
+        merge(detail::check_hvp_rule<B>(o), r.hvp_rule_checked, r.hvp_rule_error);
     return r;
 }
 
-template <class L, class InputSpec>
+template <class L, class InputSpec, RuleChecks rules = RuleChecks::on>
 LayerCheckResult check_layer(const LayerCheckOptions& o = {}) {
     // A layer that breaks the contract or rejects the shape gets its one error there (layer.hpp), and a
     // stand-in here.
-    return check_bound_layer<detail::checked_bound<L, typename InputSpec::shape>>(o);
+    return check_bound_layer<detail::checked_bound<L, typename InputSpec::shape>, rules>(o);
 }
 
 }  // namespace chainlet

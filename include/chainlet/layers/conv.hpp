@@ -146,6 +146,14 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
                                                              KH - 1 - pad_top, KH - 1 - pad_top + OH,
                                                              KW - 1 - pad_left, KW - 1 - pad_left + OW, true};
 
+        // The derivative passes' rules (layers/conv_rules.hpp) and the linear parts they are made of.
+        using jet_rule = detail::ConvJetRule<bound>;
+        using hvp_rule = detail::ConvHvpRule<bound>;
+        using activation = Act;
+        using identity_twin = typename Conv<KH, KW, OC, Identity, Pad>::template bound<Shape<H, W, C>>;
+        static constexpr kernels::Edges forward_edges =
+            (same && KW > 1) ? kernels::Edges::staircases : kernels::Edges::union_of_taps;
+
         template <class T>
         static void init(std::span<T> p, Rng& rng, InitKind kind) {
             // Glorot with PyTorch's fans for a convolution: fan_in = C KH KW, fan_out = OC KH KW.
@@ -163,7 +171,28 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
             }
             T* z = Act::derivative_from_output ? nullptr : saved + xp_size * n;
             if (n == 1) return forward_one(p, xp, y, z);
-            conv_valid<Act, Init::row_bias, (same && KW > 1) ? Edges::staircases : Edges::union_of_taps>(forward_shape, p, 1, Stride{static_cast<std::ptrdiff_t>(OC)}, xp, n, y, p + num_weights, z);
+            conv_valid<Act, Init::row_bias, forward_edges>(forward_shape, p, 1, Stride{static_cast<std::ptrdiff_t>(OC)}, xp, n, y, p + num_weights, z);
+        }
+
+        // z = W * x without the bias and the activation (saved: the padded input, as identity_twin saves it).
+        template <class T>
+        static void forward_linear(const T* w, const T* x, T* z, T* saved, std::size_t n) {
+            using namespace kernels;
+            const T* xp = x;
+            if constexpr (same) {
+                pad_copy(x, H, W, C, n, pad_top, pad_left, pad_bottom, pad_right, saved);
+                xp = saved;
+            }
+            conv_valid<NoEpilogue, Init::zero, forward_edges>(forward_shape, w, 1, Stride{static_cast<std::ptrdiff_t>(OC)}, xp, n, z, static_cast<const T*>(nullptr), static_cast<T*>(nullptr));
+        }
+
+        // dx = W^T dz: the valid correlation of dz (read in place as the window of its padded form).
+        template <class T>
+        static void input_cotangent(const T* w, const T* dz, T* dx, T*, std::size_t n) {
+            using namespace kernels;
+            conv_valid<NoEpilogue, Init::zero, (KW > 1 ? Edges::window_only : Edges::union_of_taps)>(
+                input_grad_shape, w, OC, Table{flipped.data(), 1}, dz, n, dx, static_cast<const T*>(nullptr),
+                static_cast<T*>(nullptr));
         }
 
         // One sample (a single image at inference, an ODE right-hand side): conv_valid's vectors, along the
@@ -228,9 +257,7 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
             } else {
                 conv_activation_parameter_grads<Act>(forward_shape, xp, dy, act_s, n, g, g + num_weights, dz_scratch);
             }
-            if (dx)
-                conv_valid<NoEpilogue, Init::zero, (KW > 1 ? Edges::window_only : Edges::union_of_taps)>(
-                    input_grad_shape, p, OC, Table{flipped.data(), 1}, dy, n, dx, nullptr, nullptr);
+            if (dx) input_cotangent(p, static_cast<const T*>(dy), dx, scratch, n);
         }
 
         // The pullback with dy produced band by band (layer.hpp's optional pullback_from_rows; chain.hpp calls
@@ -345,6 +372,8 @@ struct Conv {
     struct bound<Shape<H, W, C>> : detail::strided_conv_bound<H, W, C, KH, KW, OC, Act, 0, 0, 0, 0, Stride, Stride, 1, 1> {
         using base = detail::strided_conv_bound<H, W, C, KH, KW, OC, Act, 0, 0, 0, 0, Stride, Stride, 1, 1>;
         using out_shape = Shape<base::OH, base::OW, OC>;
+        using jet_rule = detail::ConvJetRule<bound>;  // the derivative passes' rules (layers/conv_rules.hpp)
+        using hvp_rule = detail::ConvHvpRule<bound>;
 
         static std::string describe() {
             return "Conv[" + std::to_string(KH) + "x" + std::to_string(KW) + "," + std::to_string(OC) + "," + Act::name +

@@ -98,6 +98,8 @@ struct Conv1D {
         using base = typename detail::conv1d_impl<K, OC, Act, Pad, Stride, Dilation, L, C>::type;
         static constexpr std::size_t OL = base::OW;
         using out_shape = Shape<OL, OC>;
+        using jet_rule = detail::ConvJetRule<bound>;  // the derivative passes' rules (layers/conv_rules.hpp)
+        using hvp_rule = detail::ConvHvpRule<bound>;
 
         static std::string describe() {
             std::string s = "Conv1D[" + std::to_string(K) + "," + std::to_string(OC) + "," + Act::name + "," +

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -25,6 +26,7 @@
 #include "chainlet/kernel_instances.hpp"
 #include "chainlet/kernels/conv.hpp"
 #include "chainlet/kernels/conv_strided.hpp"
+#include "chainlet/layers/conv_rules.hpp"
 #include "chainlet/layer_metadata.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
@@ -51,6 +53,10 @@ struct strided_conv_bound {
     static constexpr std::size_t saved_per_sample = xp_size + z_size;
     static constexpr std::size_t scratch_per_sample = xp_size;
     static constexpr kernels::StridedConvShape geometry{XH, XW, C, OH, OW, OC, KH, KW, SH, SW, DH, DW};
+    // The linear parts of the derivative passes' rules (layers/conv_rules.hpp): the same convolution
+    // without an activation, and the two linear maps below.
+    using activation = Act;
+    using identity_twin = strided_conv_bound<H, W, C, KH, KW, OC, Identity, PT, PB, PL, PR, SH, SW, DH, DW>;
 
     template <class T>
     static void init(std::span<T> p, Rng& rng, InitKind kind) {
@@ -70,6 +76,29 @@ struct strided_conv_bound {
         kernels::strided_conv_forward<Act>(geometry, p, p + num_weights, xp, n, y, z);
     }
 
+    // z = W * x without the bias and the activation (saved: the padded input, as identity_twin saves it).
+    template <class T>
+    static void forward_linear(const T* w, const T* x, T* z, T* saved, std::size_t n) {
+        const T* xp = x;
+        if constexpr (padded) {
+            kernels::pad_copy(x, H, W, C, n, PT, PL, PB, PR, saved);
+            xp = saved;
+        }
+        const std::array<T, OC> zero{};
+        kernels::strided_conv_forward<Identity>(geometry, w, zero.data(), xp, n, z, static_cast<T*>(nullptr));
+    }
+
+    // dx = W^T dz (through the padded dx in scratch when padded).
+    template <class T>
+    static void input_cotangent(const T* w, const T* dz, T* dx, T* scratch, std::size_t n) {
+        if constexpr (padded) {
+            kernels::strided_conv_input_grad(geometry, w, dz, n, scratch);
+            kernels::crop_copy(static_cast<const T*>(scratch), H, W, C, n, PT, PL, PR, dx);
+        } else {
+            kernels::strided_conv_input_grad(geometry, w, dz, n, dx);
+        }
+    }
+
     template <class T>
     static void pullback(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
                          std::size_t n) {
@@ -77,13 +106,7 @@ struct strided_conv_bound {
                                                        n, g + num_weights);
         const T* xp = padded ? saved : x;
         kernels::strided_conv_weight_grad(geometry, xp, dy, n, g);
-        if (!dx) return;
-        if constexpr (padded) {
-            kernels::strided_conv_input_grad(geometry, p, dy, n, scratch);
-            kernels::crop_copy(static_cast<const T*>(scratch), H, W, C, n, PT, PL, PR, dx);
-        } else {
-            kernels::strided_conv_input_grad(geometry, p, dy, n, dx);
-        }
+        if (dx) input_cotangent(p, static_cast<const T*>(dy), dx, scratch, n);
     }
 };
 
