@@ -1,6 +1,6 @@
-// ELU, LeakyReLU, SiLU and GELUExact fused into Dense (the gemm epilogues, their vector tails), and ELU
-// and LeakyReLU fused into Conv: the layer checker. SiLU and GELUExact fused into Conv are in
-// test_activations_fused_conv.cpp.
+// ELU, LeakyReLU, SiLU, GELUExact and Sin fused into Dense (the gemm epilogues, their vector tails): the
+// layer checker, with Dense's derivative rules (the activations' jets). The same activations fused into
+// Conv are in test_activations_fused_conv.cpp.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -18,18 +18,10 @@ using DenseLeaky = Dense<9, LeakyReLU<>>;
 using DenseSilu = Dense<9, SiLU>;
 using DenseGeluExact = Dense<9, GELUExact>;
 using DenseSin = Dense<9, Sin<3>>;
-using ConvElu = Conv<2, 2, 3, ELU>;
-using ConvLeaky = Conv<2, 2, 3, LeakyReLU<1, 5>>;
 
 TEMPLATE_TEST_CASE("ELU, LeakyReLU, SiLU, GELUExact, Sin fused into Dense: the layer checker (and its derivative rules)",
                    "[activation][gradient]", DenseElu, DenseLeaky, DenseSilu, DenseGeluExact, DenseSin) {
     const auto r = check_layer<TestType, Input<6>>(test::odd_chunk_options());
-    INFO(r.report());
-    REQUIRE(r.passed());
-}
-
-TEMPLATE_TEST_CASE("ELU and LeakyReLU fused into Conv: the layer checker", "[activation][gradient]", ConvElu, ConvLeaky) {
-    const auto r = check_layer<TestType, Input<4, 3, 2>>(test::odd_chunk_options());
     INFO(r.report());
     REQUIRE(r.passed());
 }
