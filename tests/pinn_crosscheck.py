@@ -111,6 +111,12 @@ def build(layers, flat, off, params):
             mods.append(Func(lambda z, h=h, w=w, c=c, wl=wl, bl=bl, act=act, pad=pad, stride=stride, dilation=dilation: act(
                 torch.nn.functional.conv2d(z.reshape(z.shape[0], h, w, c).permute(0, 3, 1, 2), wl.permute(3, 2, 0, 1), bl,
                                            stride=stride, padding=pad, dilation=dilation)).permute(0, 2, 3, 1).reshape(z.shape[0], -1)))
+        elif kind == "rms_norm":  # y = w x / sqrt(mean(x^2) + 1e-5), weight w (PyTorch 1.13 has no nn.RMSNorm)
+            f = layer["features"]
+            w = torch.tensor(flat[off:off + f], dtype=torch.float64).requires_grad_()
+            off += f
+            params.append(w)
+            mods.append(Func(lambda z, w=w: z * torch.rsqrt((z * z).mean(dim=1, keepdim=True) + 1e-5) * w))
         elif kind == "global_avgpool":
             c = layer["channels"]
             mods.append(Func(lambda z, c=c: z.reshape(z.shape[0], -1, c).mean(dim=1)))

@@ -1,5 +1,5 @@
 // LayerNorm and RMSNorm: the layer checker (finite differences in double, float against double, the
-// pullback rules) on odd sizes and chunks, values against the definition, and the PyTorch metadata.
+// pullback rules; RMSNorm's derivative rules) on odd sizes and chunks, values against the definition, and the PyTorch metadata.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -21,11 +21,16 @@ TEST_CASE("LayerNorm: the layer checker", "[layer_norm][gradient]") {
     }
 }
 
+// With its derivative rules, alone and in a chain (the input derivatives through it, a residual loss's
+// parameter gradient, the parameter H v).
 TEST_CASE("RMSNorm: the layer checker", "[rms_norm][gradient]") {
+    using Net = Chain<Input<3>, Dense<6, Tanh>, RMSNorm, Dense<4, Softplus>, RMSNorm, Dense<1>>;
     for (const auto& r : {check_layer<RMSNorm, Input<3>>(test::odd_chunk_options()), check_layer<RMSNorm, Input<7>>(test::odd_chunk_options()),
-                          check_layer<RMSNorm, Input<33>>(test::odd_chunk_options())}) {
+                          check_layer<RMSNorm, Input<33>>(test::odd_chunk_options()), check_bound_layer<Net::sequence>()}) {
         INFO(r.report());
         REQUIRE(r.passed());
+        REQUIRE(r.jet_rule_checked);
+        REQUIRE(r.hvp_rule_checked);
     }
 }
 
