@@ -10,12 +10,14 @@ runner=${2:-}
 [[ -s $build/tests/core_tests.txt ]] || { echo "error: $build/tests/core_tests.txt: not configured" >&2; exit 1; }
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-run_one() {  # run_one PROGRAM: its output to $logs/PROGRAM, then shown; its exit status
+run_one() {  # run_one PROGRAM: its output to $logs/PROGRAM, then shown; 1 when it failed
   local t=$1 status=0
-  $runner "$build/tests/$t" --warn NoTests < /dev/null > "$logs/$t" 2>&1 || status=$?
+  $runner "$build/tests/$t" --warn NoTests < /dev/null > "$logs/$t" 2>&1 || status=1
   { echo "== $build: $t"; cat "$logs/$t"; } | flock "$logs" cat
+  # 1, never the program's own status: Catch2 exits with the number of failures up to 255, and xargs
+  # stops at once, without waiting for the others, when a command exits with 255.
   return "$status"
 }
 export -f run_one
 export build runner logs
-xargs -P "${JOBS:-2}" -I{} bash -c 'run_one {}' < "$build/tests/core_tests.txt"
+xargs -P "${JOBS:-2}" -I{} bash -c 'run_one "$1"' _ {} < "$build/tests/core_tests.txt"

@@ -3,8 +3,8 @@
 
   pinn_crosscheck.py <path to the pinn_crosscheck program> <work dir>
 
-Per case (tests/pinn_crosscheck.cpp) the network (Dense layers, convolutions, poolings, standalone
-activations, Slice, Residual, Parallel; python/chainlet_torch.py's modules) is rebuilt in float64 PyTorch; u, du/dx_i (autograd.grad
+Per case (tests/pinn_crosscheck.cpp) the network (Dense layers, convolutions, poolings, RMSNorm,
+standalone activations, Slice, Residual, Parallel; python/chainlet_torch.py's modules) is rebuilt in float64 PyTorch; u, du/dx_i (autograd.grad
 with create_graph=True), d2u/dx_i^2 (grad of the first derivatives) and the Laplacian, then the residual
 loss mean_s (a u + sum_i b_i u_i + sum_i c_i u_ii + c_lap Lap u - sin x_0)^2 on output 0 and its parameter
 gradient by backward through that graph, must agree with chainlet's to 1e-9 relative

@@ -37,13 +37,13 @@ struct JetColumns {
 };
 
 // An activation with a jet (its value and first three derivatives, activations.hpp), which both passes
-// need in a Dense or an ActivationLayer. Every built-in activation has one; the Activation concept does
+// need in a Dense, a convolution or an ActivationLayer. Every built-in activation has one; the Activation concept does
 // not ask for it, so a user's activation may have none (and then stays out of these two passes).
 template <class Act>
 concept JetActivation = requires { { Act::template jet<double>(0.0) }; };
 
 namespace detail {
-// The activation the Dense and ActivationLayer rules of both passes compute with: Act, or, where Act has
+// The activation the Dense, convolution and ActivationLayer rules of both passes compute with: Act, or, where Act has
 // no jet, Identity after the assertion has said so, which then stays the only error. Layer (the bound
 // layer) makes it one assertion per layer type, named in the "In instantiation of" line; the "required
 // from" lines after it name the pass that needed it first. A function, not a class: see no_derivative_rule.
@@ -52,8 +52,8 @@ constexpr bool checked_jet() {
     static_assert(JetActivation<Act>,
                   "chainlet: the input-derivative pass (derivatives/taylor.hpp) and the parameter Hessian-vector "
                   "product (derivatives/hvp.hpp) need an activation with a jet (Act::jet: the value and three "
-                  "derivatives), which every built-in activation has; the Dense or ActivationLayer named as Layer "
-                  "in checked_jet<Act, Layer> uses one without it");
+                  "derivatives), which every built-in activation has; the layer named as Layer in checked_jet<Act, "
+                  "Layer> (a Dense, Conv, Conv1D or ActivationLayer) uses one without it");
     return JetActivation<Act>;
 }
 template <class Act, class Layer>

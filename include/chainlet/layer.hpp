@@ -109,7 +109,7 @@
 // `layer` must be the bound layer: a bound layer derived from another's inherits its member types, and a
 // rule that names another layer computes that layer's derivatives, so the passes refuse it (one compile
 // error). A rule may also say `static constexpr bool available = false` where the layer's template
-// arguments leave it without one (Dense with an activation without a jet); check_layer then skips it.
+// arguments leave it without one (Dense or Conv with an activation without a jet); check_layer then skips it.
 // check_layer checks both rules against finite differences (layer_check.hpp).
 //   layer_type    the layer type a bound layer belongs to (Dense<...> for Dense<...>::bound<S>), for tools
 //                 that describe a chain (tests/pinn_crosscheck.cpp); no pass reads it.

@@ -6,7 +6,7 @@
 // What the rules ask of the bound layer B, besides the layer contract:
 //   identity_twin                     the same bound layer with Act = Identity: its pullback gives
 //                                     W's and b's gradients of a dz (and W^T dz); its saved holds the padded
-//                                     input alone (linear_saved_per_sample values per sample)
+//                                     input alone (its saved_per_sample values per sample)
 //   forward_linear(w, a, z, saved, n)     z = W * a: no bias, no activation; writes the twin's saved
 //   input_cotangent(w, dz, da, scratch, n)   da = W^T dz (overwritten); scratch: the twin's scratch
 //
