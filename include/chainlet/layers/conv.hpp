@@ -161,14 +161,21 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
             std::fill(p.begin() + num_weights, p.end(), T(0));
         }
 
+        // The input the correlation reads: x, or (same) its zero-padded copy written to saved.
+        template <class T>
+        static const T* padded_input(const T* x, T* saved, std::size_t n) {
+            if constexpr (same) {
+                kernels::pad_copy(x, H, W, C, n, pad_top, pad_left, pad_bottom, pad_right, saved);
+                return saved;
+            } else {
+                return x;
+            }
+        }
+
         template <class T>
         static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n) {
             using namespace kernels;
-            const T* xp = x;
-            if constexpr (same) {
-                pad_copy(x, H, W, C, n, pad_top, pad_left, pad_bottom, pad_right, saved);
-                xp = saved;
-            }
+            const T* xp = padded_input(x, saved, n);
             T* z = Act::derivative_from_output ? nullptr : saved + xp_size * n;
             if (n == 1) return forward_one(p, xp, y, z);
             conv_valid<Act, Init::row_bias, forward_edges>(forward_shape, p, 1, Stride{static_cast<std::ptrdiff_t>(OC)}, xp, n, y, p + num_weights, z);
@@ -178,11 +185,7 @@ struct Conv<KH, KW, OC, Act, Pad, 1> {
         template <class T>
         static void forward_linear(const T* w, const T* x, T* z, T* saved, std::size_t n) {
             using namespace kernels;
-            const T* xp = x;
-            if constexpr (same) {
-                pad_copy(x, H, W, C, n, pad_top, pad_left, pad_bottom, pad_right, saved);
-                xp = saved;
-            }
+            const T* xp = padded_input(x, saved, n);
             conv_valid<NoEpilogue, Init::zero, forward_edges>(forward_shape, w, 1, Stride{static_cast<std::ptrdiff_t>(OC)}, xp, n, z, static_cast<const T*>(nullptr), static_cast<T*>(nullptr));
         }
 

@@ -32,6 +32,7 @@
 
 #include "chainlet/activations.hpp"
 #include "chainlet/jet.hpp"
+#include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/kernels/simd.hpp"
 #include "chainlet/kernels/vector_loop.hpp"
 
@@ -123,9 +124,7 @@ struct ConvHvpRule {
         add_channel_bias(rz, Out, OC, vw + B::num_weights, m, m);
         if (rx) {
             B::forward_linear(w, rx, ra, sv_rx, m);  // W * Ra, through ra
-            kernels::vectors_then_scalars<T>(Out * m, [&]<class V>(std::size_t k) {
-                simd::storev(rz + k, simd::loadv<V>(rz + k) + simd::loadv<V>(ra + k));
-            });
+            kernels::add_to(rz, static_cast<const T*>(ra), Out * m);
         }
         kernels::vectors_then_scalars<T>(Out * m, [&]<class V>(std::size_t k) {
             const Jet<V> j = Act::jet(simd::loadv<V>(z + k));
@@ -150,9 +149,7 @@ struct ConvHvpRule {
         if (prev) {
             B::input_cotangent(w, static_cast<const T*>(rzbar), rprev, scr, m);
             B::input_cotangent(vw, static_cast<const T*>(zbar), cotangent, scr, m);
-            kernels::vectors_then_scalars<T>(In * m, [&]<class V>(std::size_t k) {
-                simd::storev(rprev + k, simd::loadv<V>(rprev + k) + simd::loadv<V>(cotangent + k));
-            });
+            kernels::add_to(rprev, static_cast<const T*>(cotangent), In * m);
             B::input_cotangent(w, static_cast<const T*>(zbar), prev, scr, m);
         }
         if (rx) {

@@ -65,13 +65,20 @@ struct strided_conv_bound {
         std::fill(p.begin() + num_weights, p.end(), T(0));
     }
 
+    // The input the correlation reads: x, or (padded) its zero-padded copy written to saved.
     template <class T>
-    static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n) {
-        const T* xp = x;
+    static const T* padded_input(const T* x, T* saved, std::size_t n) {
         if constexpr (padded) {
             kernels::pad_copy(x, H, W, C, n, PT, PL, PB, PR, saved);
-            xp = saved;
+            return saved;
+        } else {
+            return x;
         }
+    }
+
+    template <class T>
+    static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n) {
+        const T* xp = padded_input(x, saved, n);
         T* z = Act::derivative_from_output ? nullptr : saved + xp_size * n;
         kernels::strided_conv_forward<Act>(geometry, p, p + num_weights, xp, n, y, z);
     }
@@ -79,11 +86,7 @@ struct strided_conv_bound {
     // z = W * x without the bias and the activation (saved: the padded input, as identity_twin saves it).
     template <class T>
     static void forward_linear(const T* w, const T* x, T* z, T* saved, std::size_t n) {
-        const T* xp = x;
-        if constexpr (padded) {
-            kernels::pad_copy(x, H, W, C, n, PT, PL, PB, PR, saved);
-            xp = saved;
-        }
+        const T* xp = padded_input(x, saved, n);
         const std::array<T, OC> zero{};
         kernels::strided_conv_forward<Identity>(geometry, w, zero.data(), xp, n, z, static_cast<T*>(nullptr));
     }

@@ -63,17 +63,24 @@ struct RMSNorm {
             std::fill(p.begin(), p.end(), T(1));
         }
 
+        // r[s] for the first `count` samples, feature f of sample s at x[f * stride + s] (the derivative
+        // rules' columns are `stride` apart).
+        template <class T>
+        static void inverse_rms(const T* x, std::size_t stride, std::size_t count, T* r) {
+            // r starts at the first feature's square, not at a zero fill: std::fill_n here gave g++ 12 a
+            // false -Wstringop-overflow (a memset of 2^64 - 8 bytes) once inlined into the layer checker.
+            for (std::size_t s = 0; s < count; ++s) r[s] = x[s] * x[s];
+            for (std::size_t f = 1; f < F; ++f)
+                for (std::size_t s = 0; s < count; ++s) r[s] += x[f * stride + s] * x[f * stride + s];
+            const T inv_f = T(1) / static_cast<T>(F);
+            for (std::size_t s = 0; s < count; ++s) r[s] = T(1) / std::sqrt(r[s] * inv_f + static_cast<T>(eps));
+        }
+
         // Features are feature-major, [f * n + s]: every inner loop runs along the samples.
         template <class T>
         static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n) {
-            // r starts at the first feature's square, not at a zero fill: std::fill_n here gave g++ 12 a
-            // false -Wstringop-overflow (a memset of 2^64 - 8 bytes) once inlined into the layer checker.
             T* r = saved;
-            for (std::size_t s = 0; s < n; ++s) r[s] = x[s] * x[s];
-            for (std::size_t f = 1; f < F; ++f)
-                for (std::size_t s = 0; s < n; ++s) r[s] += x[f * n + s] * x[f * n + s];
-            const T inv_f = T(1) / static_cast<T>(F);
-            for (std::size_t s = 0; s < n; ++s) r[s] = T(1) / std::sqrt(r[s] * inv_f + static_cast<T>(eps));
+            inverse_rms(x, n, n, r);
             for (std::size_t f = 0; f < F; ++f)
                 for (std::size_t s = 0; s < n; ++s) y[f * n + s] = p[f] * (x[f * n + s] * r[s]);
         }
@@ -146,14 +153,12 @@ struct RMSNormJetRule {
     static void forward(const T* w, const T* x, T* y, T* sv, std::size_t m, const JetColumns& cols) {
         const std::size_t C = cols.C, D = cols.D, N = C * m;
         T* xhat = sv;
+        B::inverse_rms(x, N, m, sv + F * N);  // column 0's r, after xhat
         for (std::size_t s = 0; s < m; ++s) {
             const T* a = x + s;
             T* h = xhat + s;
-            T q = 0;
-            for (std::size_t f = 0; f < F; ++f) q += a[f * N] * a[f * N];
-            RMSNormSample<T> one{F, N, m, T(1) / std::sqrt(q / static_cast<T>(F) + static_cast<T>(RMSNorm::eps))};
-            const T r = one.r;
-            sv[F * N + s] = r;
+            const T r = sv[F * N + s];
+            const RMSNormSample<T> one{F, N, m, r};
             for (std::size_t f = 0; f < F; ++f) h[f * N] = r * a[f * N];
             for (std::size_t c = 1; c < C; ++c) {  // dxhat of every column
                 const T cv = one.mean(h, 0, a, c);
@@ -239,16 +244,14 @@ template <class B>
 struct RMSNormHvpRule {
     using layer = B;
     static constexpr std::size_t F = B::in_size;
-    static constexpr std::size_t saved = 1, scratch = 0;
+    static constexpr std::size_t saved = B::saved_per_sample, scratch = 0;  // r, as the layer saves it
     static constexpr bool available = true;
 
     template <class T>
     static void forward(const T* w, const T* vw, const T* x, const T* rx, T* y, T* ry, T* sv, std::size_t m) {
+        B::forward(w, x, y, sv, m);  // y, and r in sv (the layer's saved)
         for (std::size_t s = 0; s < m; ++s) {
-            T q = 0;
-            for (std::size_t f = 0; f < F; ++f) q += x[f * m + s] * x[f * m + s];
-            const T r = T(1) / std::sqrt(q / static_cast<T>(F) + static_cast<T>(RMSNorm::eps));
-            sv[s] = r;
+            const T r = sv[s];
             T cv = 0;
             if (rx) {
                 for (std::size_t f = 0; f < F; ++f) cv += r * x[f * m + s] * rx[f * m + s];
@@ -256,7 +259,6 @@ struct RMSNormHvpRule {
             }
             for (std::size_t f = 0; f < F; ++f) {
                 const T h = r * x[f * m + s];
-                y[f * m + s] = w[f] * h;
                 ry[f * m + s] = vw[f] * h + (rx ? w[f] * r * (rx[f * m + s] - h * cv) : T(0));
             }
         }
