@@ -158,6 +158,19 @@ concept Activation = requires {
     { A::template pullback<float>(1.0f, 1.0f) };
 };
 
+// Whether a layer applies the activation inside its product's register tiles (the default) or in a
+// pass of its own over the pre-activation after the product: an activation may declare
+// `static constexpr bool fuse_into_product = false`. A fused activation's code is copied into each of the
+// product's some thirty tile functions, once per instruction set, which for a long function (Sin's
+// range reduction and two polynomials) multiplies a program's compile time and size; a separate pass
+// reads and writes the output once more, which costs little next to such a function. Dense honours it;
+// the convolutions fuse every activation.
+template <class A>
+inline constexpr bool fuses_into_product = true;
+template <class A>
+    requires requires { A::fuse_into_product; }
+inline constexpr bool fuses_into_product<A> = A::fuse_into_product;
+
 // ---- ELU, LeakyReLU, SiLU, exact GELU ----
 
 namespace detail {
@@ -291,6 +304,7 @@ struct Sin {
     static constexpr std::array<char, 64> name_text = detail::ratio_name("sin(", Num, Den);
     static constexpr const char* name = name_text.data();
     static constexpr bool derivative_from_output = false;
+    static constexpr bool fuse_into_product = false;  // (fuses_into_product, above)
     template <class V>
     static V value(V z) {
         using T = simd::scalar_t<V>;

@@ -28,6 +28,7 @@
 #include "chainlet/kernel_instances.hpp"
 #include "chainlet/kernels/elementwise.hpp"
 #include "chainlet/kernels/gemm.hpp"
+#include "chainlet/kernels/vector_loop.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
 #include "chainlet/random.hpp"
@@ -79,26 +80,40 @@ struct Dense {
 
         template <class T>
         static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n) {
+            if constexpr (fuses_into_product<Act>) {
+                fused_forward<Act>(p, x, y, Act::derivative_from_output ? nullptr : saved, n);
+            } else {
+                // z = b + W x, then y = act(z) in a pass of its own (activations.hpp, fuses_into_product)
+                T* z = Act::derivative_from_output ? y : saved;
+                fused_forward<Identity>(p, x, z, static_cast<T*>(nullptr), n);
+                kernels::vectors_then_scalars<T>(Out * n, [&]<class V>(std::size_t i) {
+                    simd::storev(y + i, Act::value(simd::loadv<V>(z + i)));
+                });
+            }
+        }
+
+        // y = E(b + W x) for the epilogue E, z = b + W x where z is not null.
+        template <class E, class T>
+        static void fused_forward(const T* p, const T* x, T* y, T* z, std::size_t n) {
             using namespace kernels;
             const T* w = p;
-            T* z = Act::derivative_from_output ? nullptr : saved;
             if (n == 1) {
                 if constexpr (Bias) {
-                    gemv_t_fixed<Act, Out, in_size>(x, w, p + num_weights, y, z);
+                    gemv_t_fixed<E, Out, in_size>(x, w, p + num_weights, y, z);
                 } else {
                     // gemv_t starts from a bias; without one, one row of gemm_nn (no benchmark runs it)
-                    gemm_nn<Act, Init::zero>(1, Out, in_size, x, 0, 1, w, Out, y, Out, nullptr, z);
+                    gemm_nn<E, Init::zero>(1, Out, in_size, x, 0, 1, w, Out, y, Out, nullptr, z);
                 }
             } else {
                 // Y (Out x n) = act(b + W X), W(o, i) = w[i * Out + o]; a few inputs as a reduction of
                 // fixed length (its own tile shape, see kernels::short_reduction)
                 if constexpr (Bias && in_size <= short_reduction)
-                    gemm_nn_fixed_k<in_size, Act, Init::row_bias>(Out, n, w, unit_stride, Out, x, n, y, n,
+                    gemm_nn_fixed_k<in_size, E, Init::row_bias>(Out, n, w, unit_stride, Out, x, n, y, n,
                                                                   p + num_weights, z);
                 else if constexpr (Bias)
-                    gemm_nn<Act, Init::row_bias>(Out, n, in_size, w, unit_stride, Out, x, n, y, n, p + num_weights, z);
+                    gemm_nn<E, Init::row_bias>(Out, n, in_size, w, unit_stride, Out, x, n, y, n, p + num_weights, z);
                 else
-                    gemm_nn<Act, Init::zero>(Out, n, in_size, w, unit_stride, Out, x, n, y, n, nullptr, z);
+                    gemm_nn<E, Init::zero>(Out, n, in_size, w, unit_stride, Out, x, n, y, n, nullptr, z);
             }
         }
 
