@@ -3,7 +3,7 @@
 
   pinn_crosscheck.py <path to the pinn_crosscheck program> <work dir>
 
-Per case (tests/pinn_crosscheck.cpp) the network (Dense layers, convolutions, poolings, RMSNorm,
+Per case (tests/pinn_crosscheck.cpp) the network (Dense layers, convolutions, poolings, RMSNorm, LayerNorm,
 standalone activations, Slice, Residual, Parallel; python/chainlet_torch.py's modules) is rebuilt in float64 PyTorch; u, du/dx_i (autograd.grad
 with create_graph=True), d2u/dx_i^2 (grad of the first derivatives) and the Laplacian, then the residual
 loss mean_s (a u + sum_i b_i u_i + sum_i c_i u_ii + c_lap Lap u - sin x_0)^2 on output 0 and its parameter
@@ -117,6 +117,20 @@ def build(layers, flat, off, params):
             off += f
             params.append(w)
             mods.append(Func(lambda z, w=w: z * torch.rsqrt((z * z).mean(dim=1, keepdim=True) + 1e-5) * w))
+        elif kind == "layer_norm":  # nn.LayerNorm(f)'s formula: weight w, then bias b, eps 1e-5
+            # Written out: through PyTorch 1.13's F.layer_norm the third derivative with respect to its input
+            # is wrong (the parameter gradient of a loss of second derivatives, for a layer before it:
+            # -15.97 where finite differences of its second derivatives and this composition give -7.84).
+            f = layer["features"]
+            w = torch.tensor(flat[off:off + f], dtype=torch.float64).requires_grad_()
+            b = torch.tensor(flat[off + f:off + 2 * f], dtype=torch.float64).requires_grad_()
+            off += 2 * f
+            params += [w, b]
+
+            def layer_norm(z, w=w, b=b):
+                c = z - z.mean(dim=1, keepdim=True)
+                return c * torch.rsqrt((c * c).mean(dim=1, keepdim=True) + 1e-5) * w + b
+            mods.append(Func(layer_norm))
         elif kind == "global_avgpool":
             c = layer["channels"]
             mods.append(Func(lambda z, c=c: z.reshape(z.shape[0], -1, c).mean(dim=1)))

@@ -1,5 +1,5 @@
 // LayerNorm and RMSNorm: the layer checker (finite differences in double, float against double, the
-// pullback rules; RMSNorm's derivative rules) on odd sizes and chunks, values against the definition, and the PyTorch metadata.
+// pullback rules; the derivative rules) on odd sizes and chunks, values against the definition, and the PyTorch metadata.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -13,16 +13,19 @@ namespace test_norm {  // several test files make one program (tests/CMakeLists.
 
 using namespace chainlet;
 
+// Both with their derivative rules, alone and in a chain (the input derivatives through it, a residual
+// loss's parameter gradient, the parameter H v).
 TEST_CASE("LayerNorm: the layer checker", "[layer_norm][gradient]") {
+    using Net = Chain<Input<3>, Dense<6, Tanh>, LayerNorm, Dense<4, Softplus>, LayerNorm, Dense<1>>;
     for (const auto& r : {check_layer<LayerNorm, Input<2>>(test::odd_chunk_options()), check_layer<LayerNorm, Input<7>>(test::odd_chunk_options()),
-                          check_layer<LayerNorm, Input<33>>(test::odd_chunk_options())}) {
+                          check_layer<LayerNorm, Input<33>>(test::odd_chunk_options()), check_bound_layer<Net::sequence>()}) {
         INFO(r.report());
         REQUIRE(r.passed());
+        REQUIRE(r.jet_rule_checked);
+        REQUIRE(r.hvp_rule_checked);
     }
 }
 
-// With its derivative rules, alone and in a chain (the input derivatives through it, a residual loss's
-// parameter gradient, the parameter H v).
 TEST_CASE("RMSNorm: the layer checker", "[rms_norm][gradient]") {
     using Net = Chain<Input<3>, Dense<6, Tanh>, RMSNorm, Dense<4, Softplus>, RMSNorm, Dense<1>>;
     for (const auto& r : {check_layer<RMSNorm, Input<3>>(test::odd_chunk_options()), check_layer<RMSNorm, Input<7>>(test::odd_chunk_options()),

@@ -8,6 +8,12 @@
 //   dx_f = r (dxhat_f - mean_k dxhat_k - xhat_f mean_k dxhat_k xhat_k).
 // Saved per sample: mu and r. Scratch per sample: the two means.
 //
+// In the derivative passes (jet_rule, hvp_rule; layer.hpp): LayerNorm is RMSNorm (rms_norm.hpp) of the
+// centred input xc = P x, P = I - 1 1^T / F, plus the bias, since var = mean_f xc_f^2. P is linear and
+// symmetric: every jet column and Rx is centred on the way in, and every input cotangent (xbar, R xbar) on
+// the way out; the bias adds to the value column and to Ry (its direction), and gets the value column's
+// ybar (R ybar for the HVP).
+//
 // PyTorch: nn.LayerNorm(F) (eps=1e-5, elementwise_affine=True): weight = w, bias = b.
 #pragma once
 
@@ -22,10 +28,18 @@
 #include "chainlet/init.hpp"
 #include "chainlet/layer.hpp"
 #include "chainlet/layer_metadata.hpp"
+#include "chainlet/layers/rms_norm.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
 
 namespace chainlet {
+
+namespace detail {
+template <class B>
+struct LayerNormJetRule;
+template <class B>
+struct LayerNormHvpRule;
+}  // namespace detail
 
 struct LayerNorm {
     static constexpr double eps = 1e-5;
@@ -43,6 +57,8 @@ struct LayerNorm {
         using out_shape = InShape;
         static constexpr std::size_t num_params = 2 * F;
         static constexpr std::size_t saved_per_sample = 2, scratch_per_sample = 2;
+        using jet_rule = detail::LayerNormJetRule<bound>;  // the derivative passes' rules (below)
+        using hvp_rule = detail::LayerNormHvpRule<bound>;
 
         template <class T>
         static void init(std::span<T> p, Rng&, InitKind) {
@@ -121,5 +137,100 @@ struct LayerNorm {
         }
     };
 };
+
+namespace detail {
+
+// x -> P x on `columns` columns of m samples, feature f of column c at x[f * stride + c * m + s]: each
+// column of each sample less its mean over the features (summed as the layer's forward sums mu).
+template <std::size_t F, class T>
+void centre_features(const T* x, T* xc, std::size_t stride, std::size_t columns, std::size_t m) {
+    const T inv_f = T(1) / static_cast<T>(F);
+    for (std::size_t c = 0; c < columns; ++c)
+        for (std::size_t s = 0; s < m; ++s) {
+            const std::size_t at = c * m + s;
+            T mu = 0;
+            for (std::size_t f = 0; f < F; ++f) mu += x[f * stride + at];
+            mu *= inv_f;
+            for (std::size_t f = 0; f < F; ++f) xc[f * stride + at] = x[f * stride + at] - mu;
+        }
+}
+
+// Saved: RMSNorm's jet rule's (xhat in every column, then r), then the centred columns xc.
+template <class B>
+struct LayerNormJetRule {
+    using layer = B;
+    static constexpr std::size_t F = B::in_size;
+    using Rms = typename RMSNorm::bound<Shape<F>>::jet_rule;
+    static constexpr std::size_t saved = Rms::saved + F, scratch = 0;
+    static constexpr bool available = true;
+
+    template <class T>
+    static void forward(const T* p, const T* x, T* y, T* sv, std::size_t m, const JetColumns& cols) {
+        const std::size_t N = cols.C * m;
+        T* xc = sv + Rms::saved * N;
+        centre_features<F>(x, xc, N, cols.C, m);
+        Rms::forward(p, xc, y, sv, m, cols);
+        for (std::size_t f = 0; f < F; ++f)
+            for (std::size_t s = 0; s < m; ++s) y[f * N + s] += p[F + f];
+    }
+
+    template <class T>
+    static void pullback(const T* p, T* g, const T*, const T* sv, T*, T* ybar, T* xbar, std::size_t m,
+                         const JetColumns& cols) {
+        const std::size_t N = cols.C * m;
+        for (std::size_t f = 0; f < F; ++f) {
+            T sum = 0;
+            for (std::size_t s = 0; s < m; ++s) sum += ybar[f * N + s];
+            g[F + f] += sum;
+        }
+        Rms::pullback(p, g, sv + Rms::saved * N, sv, static_cast<T*>(nullptr), ybar, xbar, m, cols);
+        if (xbar) centre_features<F>(xbar, xbar, N, cols.C, m);
+    }
+};
+
+// Saved: r (RMSNorm's), then xc and, after it, R xc.
+template <class B>
+struct LayerNormHvpRule {
+    using layer = B;
+    static constexpr std::size_t F = B::in_size;
+    using Rms = typename RMSNorm::bound<Shape<F>>::hvp_rule;
+    static constexpr std::size_t saved = Rms::saved + 2 * F, scratch = 0;
+    static constexpr bool available = true;
+
+    template <class T>
+    static void forward(const T* p, const T* v, const T* x, const T* rx, T* y, T* ry, T* sv, std::size_t m) {
+        T* xc = sv + Rms::saved * m;
+        T* rxc = rx ? xc + F * m : nullptr;
+        centre_features<F>(x, xc, m, 1, m);
+        if (rx) centre_features<F>(rx, rxc, m, 1, m);
+        Rms::forward(p, v, xc, rxc, y, ry, sv, m);
+        for (std::size_t f = 0; f < F; ++f)
+            for (std::size_t s = 0; s < m; ++s) {
+                y[f * m + s] += p[F + f];
+                ry[f * m + s] += v[F + f];
+            }
+    }
+
+    template <class T>
+    static void pullback(const T* p, const T* v, T* g, T* hv, const T*, const T* rx, const T* sv, T*, T* ybar,
+                         T* rybar, T* xbar, T* rxbar, std::size_t m) {
+        const T* xc = sv + Rms::saved * m;
+        for (std::size_t f = 0; f < F; ++f) {
+            T sum = 0, rsum = 0;
+            for (std::size_t s = 0; s < m; ++s) {
+                sum += ybar[f * m + s];
+                rsum += rybar[f * m + s];
+            }
+            g[F + f] += sum;
+            hv[F + f] += rsum;
+        }
+        Rms::pullback(p, v, g, hv, xc, rx ? xc + F * m : nullptr, sv, static_cast<T*>(nullptr), ybar, rybar, xbar, rxbar, m);
+        if (!xbar) return;
+        centre_features<F>(xbar, xbar, m, 1, m);
+        centre_features<F>(rxbar, rxbar, m, 1, m);
+    }
+};
+
+}  // namespace detail
 
 }  // namespace chainlet

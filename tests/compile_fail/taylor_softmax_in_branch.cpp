@@ -1,11 +1,11 @@
-// LayerNorm inside a Parallel branch: the input-derivative pass has no rule for it, one static_assert
+// Softmax inside a Parallel branch: the input-derivative pass has no rule for it, one static_assert
 // (jet.hpp).
 #include "chainlet/chainlet.hpp"
 #include "chainlet/derivatives/taylor.hpp"
 
 using Net = chainlet::Chain<chainlet::Input<2>,
                             chainlet::Parallel<chainlet::Dot, chainlet::Branch<chainlet::Dense<3, chainlet::Tanh>>,
-                                               chainlet::Branch<chainlet::Dense<3, chainlet::Tanh>, chainlet::LayerNorm>>>;
+                                               chainlet::Branch<chainlet::Dense<3, chainlet::Tanh>, chainlet::Softmax>>>;
 int main() {
     chainlet::DerivativeWorkspace<Net, float> ws(chainlet::DerivativeSpec::gradient(2), 16, 1);
     return static_cast<int>(ws.chunk());
