@@ -128,6 +128,7 @@ json describe_by_text() {
     }
     if (d == "RMSNorm") return {{"type", "rms_norm"}, {"features", B::in_size}};
     if (d == "LayerNorm") return {{"type", "layer_norm"}, {"features", B::in_size}};
+    if (d == "Softmax") return {{"type", "softmax"}};
     if (d == "ScaleShift") return {{"type", "scale_shift"}, {"features", B::in_size}};  // docs/api.md's user layer
     throw std::invalid_argument("pinn_crosscheck: no PyTorch form for " + d);
 }
@@ -213,9 +214,10 @@ int main(int argc, char** argv) {
                      Flatten, Dense<6, Tanh>, Dense<1>>>(dir, "conv", 21, 19);
     write_case<Chain<Input<7, 2>, Conv1D<3, 3, GELU, Padding::same>, Conv1D<2, 2, Tanh, Padding::valid, 2, 2>, Flatten,
                      Dense<1>>>(dir, "conv1d", 22, 21);
-    // RMSNorm and LayerNorm (their own rules)
+    // RMSNorm, LayerNorm and Softmax (their own rules)
     write_case<Chain<Input<3>, Dense<7, Tanh>, RMSNorm, Dense<5, GELU>, RMSNorm, Dense<2>>>(dir, "rms_norm", 23, 21);
     write_case<Chain<Input<3>, Dense<7, Tanh>, LayerNorm, Dense<5, Softplus>, LayerNorm, Dense<2>>>(dir, "layer_norm", 24, 19);
+    write_case<Chain<Input<3>, Dense<6, Tanh>, Softmax, Dense<5, Tanh>, Softmax, Dense<2>>>(dir, "softmax", 25, 17);
     // random Fourier features (fixed frequencies, no parameters; its own rules)
     write_case<Chain<Input<2>, FourierFeatures<8, 3, 2>, Dense<10, Tanh>, Dense<1>>>(dir, "fourier", 18, 21);
     // a layer written by a user from docs/api.md, with its own jet rule (tests/user_layer.hpp)

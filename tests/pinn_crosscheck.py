@@ -3,7 +3,7 @@
 
   pinn_crosscheck.py <path to the pinn_crosscheck program> <work dir>
 
-Per case (tests/pinn_crosscheck.cpp) the network (Dense layers, convolutions, poolings, RMSNorm, LayerNorm,
+Per case (tests/pinn_crosscheck.cpp) the network (Dense layers, convolutions, poolings, RMSNorm, LayerNorm, Softmax,
 standalone activations, Slice, Residual, Parallel; python/chainlet_torch.py's modules) is rebuilt in float64 PyTorch; u, du/dx_i (autograd.grad
 with create_graph=True), d2u/dx_i^2 (grad of the first derivatives) and the Laplacian, then the residual
 loss mean_s (a u + sum_i b_i u_i + sum_i c_i u_ii + c_lap Lap u - sin x_0)^2 on output 0 and its parameter
@@ -131,6 +131,8 @@ def build(layers, flat, off, params):
                 c = z - z.mean(dim=1, keepdim=True)
                 return c * torch.rsqrt((c * c).mean(dim=1, keepdim=True) + 1e-5) * w + b
             mods.append(Func(layer_norm))
+        elif kind == "softmax":
+            mods.append(Func(lambda z: torch.softmax(z, dim=1)))
         elif kind == "global_avgpool":
             c = layer["channels"]
             mods.append(Func(lambda z, c=c: z.reshape(z.shape[0], -1, c).mean(dim=1)))

@@ -38,10 +38,17 @@ TEST_CASE("ActivationLayer: values are the activation's, element by element", "[
     for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(y[i] == Approx(x[i] > 0 ? x[i] : std::expm1(x[i])).epsilon(1e-14));
 }
 
+// With its derivative rules, alone and in a chain (the input derivatives through it, a residual loss's
+// parameter gradient, the parameter H v).
 TEST_CASE("Softmax: the layer checker, and outputs that are probabilities", "[softmax][gradient]") {
-    const auto r = check_layer<Softmax, Input<11>>(test::odd_chunk_options());
-    INFO(r.report());
-    REQUIRE(r.passed());
+    using Net = Chain<Input<3>, Dense<5, Tanh>, Softmax, Dense<4, Softplus>, Softmax, Dense<1>>;
+    for (const auto& r : {check_layer<Softmax, Input<2>>(test::odd_chunk_options()), check_layer<Softmax, Input<11>>(test::odd_chunk_options()),
+                          check_bound_layer<Net::sequence>()}) {
+        INFO(r.report());
+        REQUIRE(r.passed());
+        REQUIRE(r.jet_rule_checked);
+        REQUIRE(r.hvp_rule_checked);
+    }
     using B = Softmax::bound<Shape<6>>;
     const std::size_t n = 19;
     auto x = test::random_vector(B::in_size * n, 5, 3.0);

@@ -69,7 +69,7 @@ constexpr std::size_t no_derivative_rule() {
                   "chainlet: the input-derivative pass (derivatives/taylor.hpp) and the parameter Hessian-vector "
                   "product (derivatives/hvp.hpp) need the layer's derivative rules, its member types jet_rule and "
                   "hvp_rule (chainlet/layer.hpp); the layer in the \"required from\" line declares none for the "
-                  "pass (built in: Dense, ActivationLayer, Conv, Conv1D, LayerNorm, RMSNorm, Slice, Flatten, the average and "
+                  "pass (built in: Dense, ActivationLayer, Conv, Conv1D, LayerNorm, RMSNorm, Softmax, Slice, Flatten, the average and "
                   "max poolings, Dropout, FourierFeatures, Residual and Parallel)");
     return 0;
 }

@@ -1,12 +1,11 @@
-// A layer the input-derivative pass has no rule for (Softmax, inside a Residual): one static_assert
+// A layer the input-derivative pass has no rule for (GRU, inside a Residual): one static_assert
 // (jet.hpp), whose "required from" line names the layer.
 #include "chainlet/chainlet.hpp"
 #include "chainlet/derivatives/taylor.hpp"
 
-using Net = chainlet::Chain<chainlet::Input<2>, chainlet::Dense<4, chainlet::Tanh>,
-                            chainlet::Residual<chainlet::Softmax, chainlet::Dense<4, chainlet::Tanh>>,
+using Net = chainlet::Chain<chainlet::Input<4, 2>, chainlet::Residual<chainlet::GRU<2, true>>, chainlet::Flatten,
                             chainlet::Dense<1>>;
 int main() {
-    chainlet::DerivativeWorkspace<Net, double> ws(chainlet::DerivativeSpec::laplacian(2), 16, 1);
+    chainlet::DerivativeWorkspace<Net, double> ws(chainlet::DerivativeSpec::laplacian(8), 16, 1);
     return static_cast<int>(ws.chunk());
 }
