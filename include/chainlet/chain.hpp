@@ -65,8 +65,7 @@ struct bind_all<InShape, L, Rest...> {
 };
 
 // Where each of L blocks starts when they follow `first` values, block i holding own[i]: {first, first +
-// own[0], ...}; the last entry is where they end. Training's saved storage and the derivative passes'
-// are laid out by it.
+// own[0], ...}; the last entry is where they end.
 template <std::size_t L>
 constexpr std::array<std::size_t, L + 1> blocks_after(std::size_t first, const std::array<std::size_t, L>& own) {
     std::array<std::size_t, L + 1> o{};
@@ -74,6 +73,129 @@ constexpr std::array<std::size_t, L + 1> blocks_after(std::size_t first, const s
     for (std::size_t i = 0; i < L; ++i) o[i + 1] = o[i] + own[i];
     return o;
 }
+
+// Calls f(std::integral_constant<std::size_t, I>{}) for I = 0 .. L - 1 (each_layer) or L - 1 .. 0
+// (each_layer_last_first): the order of a forward pass and of a pullback.
+template <std::size_t L, class F>
+constexpr void each_layer(F&& f) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (f(std::integral_constant<std::size_t, I>{}), ...);
+    }(std::make_index_sequence<L>{});
+}
+template <std::size_t L, class F>
+constexpr void each_layer_last_first(F&& f) {
+    [&]<std::size_t... R>(std::index_sequence<R...>) {
+        (f(std::integral_constant<std::size_t, L - 1 - R>{}), ...);
+    }(std::make_index_sequence<L>{});
+}
+
+// The sizes of bound layers one after the other: widths at the boundaries, where each layer's
+// parameters start, and the inner boundaries' activations as the walks below lay them out.
+template <std::size_t InSize, class Bound>
+struct SequenceGeometry;
+template <std::size_t InSize, class... B>
+struct SequenceGeometry<InSize, std::tuple<B...>> {
+    static constexpr std::size_t num_layers = sizeof...(B);
+    static constexpr std::array<std::size_t, num_layers> layer_params{B::num_params...};
+    // param_offset[i]: where layer i's parameters start; param_offset[num_layers] == num_params.
+    static constexpr auto param_offset = blocks_after<num_layers>(0, layer_params);
+    static constexpr std::size_t num_params = param_offset[num_layers];
+    // width[i]: features per sample entering layer i; width[num_layers] is the output's.
+    static constexpr std::array<std::size_t, num_layers + 1> width{InSize, B::out_size...};
+    static constexpr std::size_t max_width = *std::max_element(width.begin(), width.end());
+    // The inner activations width[1 .. num_layers - 1], one after the other: act_offset[i] is where the
+    // input of layer i starts (i >= 1); inner_width_sum their total, max_inner_width the widest.
+    static constexpr auto act_offset = [] {
+        std::array<std::size_t, num_layers + 1> o{};
+        for (std::size_t i = 2; i < num_layers; ++i) o[i] = o[i - 1] + width[i - 1];
+        return o;
+    }();
+    static constexpr std::size_t inner_width_sum = [] {
+        std::size_t s = 0;
+        for (std::size_t i = 1; i < num_layers; ++i) s += width[i];
+        return s;
+    }();
+    static constexpr std::size_t max_inner_width = [] {
+        std::size_t m = 0;
+        for (std::size_t i = 1; i < num_layers; ++i) m = std::max(m, width[i]);
+        return m;
+    }();
+    // Cotangent buffers a pullback ping-pongs between at the inner boundaries: two, one when there is
+    // only one inner boundary, none for a single layer.
+    static constexpr std::size_t cotangent_buffers = num_layers >= 3 ? 2 : num_layers - 1;
+};
+
+// The one layout of a sequence's storage, shared by training, the jets and the R-operator; each pass
+// gives its layers' own sizes (Sizes::saved, Sizes::scratch) and the number of copies of every
+// activation it carries (Copies: 1, the values; 2 for the R-operator, the values and their R-derivatives).
+// Per sample, times N columns (N = n samples; C m jet columns):
+//   saved:   the inner activations (copy c at c * inner_width_sum + act_offset[i]), then every layer's
+//            saved block (saved_offset[i]);
+//   scratch: per copy, the ping-pong cotangent buffers of the inner boundaries (the cotangent of layer
+//            i's output in buffer i % 2), then the largest layer scratch (the layers run one at a time).
+template <class G, std::size_t Copies, class Sizes>
+struct SequenceWalk {
+    static constexpr std::size_t L = G::num_layers, W = G::max_inner_width;
+    static constexpr auto saved_offset = blocks_after<L>(Copies * G::inner_width_sum, Sizes::saved);
+    static constexpr std::size_t saved = saved_offset[L];
+    static constexpr std::size_t layer_scratch_offset = Copies * G::cotangent_buffers * W;
+    static constexpr std::size_t scratch =
+        layer_scratch_offset + *std::max_element(Sizes::scratch.begin(), Sizes::scratch.end());
+
+    // The activation entering layer I (x, the sequence's input, for I = 0) and leaving it (y, its output,
+    // for the last), copy c.
+    template <std::size_t I, class T>
+    static const T* in(const T* x, const T* sv, std::size_t N, std::size_t c = 0) {
+        if constexpr (I == 0) return x;
+        else return sv + (c * G::inner_width_sum + G::act_offset[I]) * N;
+    }
+    template <std::size_t I, class T>
+    static T* out(T* y, T* sv, std::size_t N, std::size_t c = 0) {
+        if constexpr (I + 1 == L) return y;
+        else return sv + (c * G::inner_width_sum + G::act_offset[I + 1]) * N;
+    }
+    template <std::size_t I, class T>
+    static T* layer_saved(T* sv, std::size_t N) {
+        return sv + saved_offset[I] * N;
+    }
+    template <class T>
+    static T* layer_scratch(T* scr, std::size_t N) {
+        return scr + layer_scratch_offset * N;
+    }
+    // The cotangent of layer I's output (ybar, the sequence's, for the last) and of its input (xbar for
+    // I = 0), copy c.
+    template <std::size_t I, class T>
+    static T* out_bar(T* ybar, T* scr, std::size_t N, std::size_t c = 0) {
+        if constexpr (I + 1 == L) return ybar;
+        else return scr + (c * G::cotangent_buffers + I % 2) * W * N;
+    }
+    template <std::size_t I, class T>
+    static T* in_bar(T* xbar, T* scr, std::size_t N, std::size_t c = 0) {
+        if constexpr (I == 0) return xbar;
+        else return out_bar<I - 1>(xbar, scr, N, c);
+    }
+};
+
+// Per-layer sizes for SequenceWalk: training's (a bound layer's saved and scratch per sample) and a
+// pass's (its rules' saved and scratch per column).
+template <class Bound>
+struct training_sizes;
+template <class... B>
+struct training_sizes<std::tuple<B...>> {
+    static constexpr std::array<std::size_t, sizeof...(B)> saved{B::saved_per_sample...}, scratch{B::scratch_per_sample...};
+};
+template <class... Rules>
+struct rule_sizes {
+    static constexpr std::array<std::size_t, sizeof...(Rules)> saved{Rules::saved...}, scratch{Rules::scratch...};
+};
+
+// The walk of sequence S for a pass whose rule of a bound layer B is RuleOf<B>.
+template <class S, std::size_t Copies, template <class> class RuleOf, class I = std::make_index_sequence<S::num_layers>>
+struct rules_walk;
+template <class S, std::size_t Copies, template <class> class RuleOf, std::size_t... I>
+struct rules_walk<S, Copies, RuleOf, std::index_sequence<I...>> {
+    using type = SequenceWalk<typename S::geometry, Copies, rule_sizes<RuleOf<typename S::template layer<I>>...>>;
+};
 
 // Layer: the bound layer the rules are for, the sequence itself or a Chain (which is its sequence).
 template <class S, class Layer = S>
@@ -101,72 +223,31 @@ struct Sequence {
     using jet_rule = SequenceJetRule<Sequence>;  // the derivative passes' rules (below)
     using hvp_rule = SequenceHvpRule<Sequence>;
 
-private:
-    template <class F, std::size_t... I>
-    static constexpr auto per_layer(F f, std::index_sequence<I...>) {
-        return std::array<std::size_t, num_layers>{f(static_cast<layer<I>*>(nullptr))...};
-    }
-    static constexpr auto seq = std::make_index_sequence<num_layers>{};
-    static constexpr std::array<std::size_t, num_layers + 1> prefix(std::array<std::size_t, num_layers> a) {
-        std::array<std::size_t, num_layers + 1> r{};
-        for (std::size_t i = 0; i < num_layers; ++i) r[i + 1] = r[i] + a[i];
-        return r;
-    }
-
-public:
-    static constexpr auto layer_params = per_layer([](auto* l) { return std::remove_pointer_t<decltype(l)>::num_params; }, seq);
-    static constexpr auto layer_saved = per_layer([](auto* l) { return std::remove_pointer_t<decltype(l)>::saved_per_sample; }, seq);
-    static constexpr auto layer_scratch = per_layer([](auto* l) { return std::remove_pointer_t<decltype(l)>::scratch_per_sample; }, seq);
-    // param_offset[i]: where layer i's parameters start; param_offset[num_layers] == num_params.
-    static constexpr auto param_offset = prefix(layer_params);
-    static constexpr std::size_t num_params = param_offset[num_layers];
-    // width[i]: features per sample entering layer i; width[num_layers] == out_size.
-    static constexpr auto width = [] {
-        std::array<std::size_t, num_layers + 1> w{};
-        w[0] = in_size;
-        const auto outs = per_layer([](auto* l) { return std::remove_pointer_t<decltype(l)>::out_size; }, seq);
-        for (std::size_t i = 0; i < num_layers; ++i) w[i + 1] = outs[i];
-        return w;
-    }();
-    static constexpr std::size_t max_width = *std::max_element(width.begin(), width.end());
-
-    // Saved storage per sample: the inner activations width[1 .. num_layers - 1] (act_offset[i] is
-    // where the input of layer i starts, for i >= 1), then every layer's saved storage (saved_offset[i]).
-    static constexpr auto act_offset = [] {
-        std::array<std::size_t, num_layers + 1> o{};
-        for (std::size_t i = 2; i < num_layers; ++i) o[i] = o[i - 1] + width[i - 1];
-        return o;
-    }();
-    static constexpr std::size_t inner_width_sum = [] {
-        std::size_t s = 0;
-        for (std::size_t i = 1; i < num_layers; ++i) s += width[i];
-        return s;
-    }();
-    static constexpr auto saved_offset = blocks_after(inner_width_sum, layer_saved);
-    static constexpr std::size_t saved_per_sample = saved_offset[num_layers];
-    // Scratch per sample: two cotangent buffers for the inner boundaries (one when there is only one
-    // inner boundary, none for a single layer), then the largest scratch of a layer (they run one at a time).
-    static constexpr std::size_t max_inner_width = [] {
-        std::size_t m = 0;
-        for (std::size_t i = 1; i < num_layers; ++i) m = std::max(m, width[i]);
-        return m;
-    }();
-    static constexpr std::size_t cotangent_buffers = num_layers >= 3 ? 2 : num_layers - 1;
-    static constexpr std::size_t layer_scratch_offset = cotangent_buffers * max_inner_width;
-    static constexpr std::size_t scratch_per_sample =
-        layer_scratch_offset + *std::max_element(layer_scratch.begin(), layer_scratch.end());
+    using geometry = SequenceGeometry<in_size, layers>;
+    // Training's storage (SequenceWalk): saved holds the inner activations, then every layer's saved
+    // storage; scratch the ping-pong cotangent buffers, then the largest layer scratch.
+    using walk = SequenceWalk<geometry, 1, training_sizes<layers>>;
+    static constexpr auto layer_params = geometry::layer_params;
+    static constexpr auto param_offset = geometry::param_offset;
+    static constexpr std::size_t num_params = geometry::num_params;
+    static constexpr auto width = geometry::width;
+    static constexpr std::size_t max_width = geometry::max_width;
+    static constexpr auto act_offset = geometry::act_offset;
+    static constexpr std::size_t max_inner_width = geometry::max_inner_width;
+    static constexpr auto saved_offset = walk::saved_offset;
+    static constexpr std::size_t saved_per_sample = walk::saved;
+    static constexpr std::size_t layer_scratch_offset = walk::layer_scratch_offset;
+    static constexpr std::size_t scratch_per_sample = walk::scratch;
 
     // Fills p with each layer's initial values; layer i draws from its own stream, so inserting a
     // layer does not change the draws of the layers before it.
     template <class T>
     static void init(std::span<T> p, std::uint64_t seed, InitKind kind) {
-        [&]<std::size_t... I>(std::index_sequence<I...>) {
-            (([&] {
-                 Rng rng(seed * 0x9E3779B97F4A7C15ull + I + 1);
-                 layer<I>::init(p.subspan(param_offset[I], layer_params[I]), rng, kind);
-             }()),
-             ...);
-        }(seq);
+        each_layer<num_layers>([&](auto i) {
+            constexpr std::size_t I = decltype(i)::value;
+            Rng rng(seed * 0x9E3779B97F4A7C15ull + I + 1);
+            layer<I>::init(p.subspan(param_offset[I], layer_params[I]), rng, kind);
+        });
     }
     // As a layer inside a container: the container's stream seeds the chain's.
     template <class T>
@@ -176,11 +257,12 @@ public:
 
     template <class T>
     static void forward(const T* p, const T* x, T* y, T* saved, std::size_t n, const Pass& pass = {}) {
-        [&]<std::size_t... I>(std::index_sequence<I...>) {
-            (layer_forward<layer<I>>(p + param_offset[I], input<I>(x, saved, n), output<I>(y, saved, n),
-                                     saved + saved_offset[I] * n, n, substream(pass, I)),
-             ...);
-        }(seq);
+        each_layer<num_layers>([&](auto i) {
+            constexpr std::size_t I = decltype(i)::value;
+            layer_forward<layer<I>>(p + param_offset[I], walk::template in<I>(x, saved, n),
+                                    walk::template out<I>(y, saved, n), walk::template layer_saved<I>(saved, n), n,
+                                    substream(pass, I));
+        });
     }
 
     // Pulls dy back through every layer, last to first, adding parameter gradients into g; dx (may be
@@ -200,27 +282,21 @@ public:
     // The activation entering layer I (the chain's input for I = 0) and leaving it (the output for the last).
     template <std::size_t I, class T>
     static const T* input(const T* x, T* saved, std::size_t n) {
-        if constexpr (I == 0) return x;
-        else return saved + act_offset[I] * n;
+        return walk::template in<I>(x, saved, n);
     }
     template <std::size_t I, class T>
     static T* output(T* y, T* saved, std::size_t n) {
-        if constexpr (I + 1 == num_layers) return y;
-        else return saved + act_offset[I + 1] * n;
+        return walk::template out<I>(y, saved, n);
     }
 
     // Metadata (layer_metadata.hpp): "Dense[32,tanh] Dense[1,identity]" and the layers' tensors.
     static std::string describe() {
         std::string s;
-        [&]<std::size_t... I>(std::index_sequence<I...>) {
-            ((s.append(I ? " " : "").append(describe_layer<I>())), ...);
-        }(seq);
+        each_layer<num_layers>([&](auto i) { s.append(i ? " " : "").append(describe_layer<decltype(i)::value>()); });
         return s;
     }
     static void torch_layout(TorchModules& m, std::size_t offset) {
-        [&]<std::size_t... I>(std::index_sequence<I...>) {
-            (torch_layer<I>(m, offset + param_offset[I]), ...);
-        }(seq);
+        each_layer<num_layers>([&](auto i) { torch_layer<decltype(i)::value>(m, offset + param_offset[i]); });
     }
 
     // Whether layer L's pullback also does layer L + 1's: L has pullback_from_rows and L + 1
@@ -250,29 +326,26 @@ public:
         if constexpr (pulled_back_by_previous<L, T>()) {
             return;
         } else {
-            T* const layer_scratch_ptr = scratch + layer_scratch_offset * n;
-            // The cotangent of layer I's output: dy for the last layer, else buffer (I % 2).
-            auto cotangent = [&](std::size_t I) {
-                return I == num_layers - 1 ? dy : scratch + (I % 2) * max_inner_width * n;
-            };
-            T* dyl = cotangent(L);
-            T* dxl = L == 0 ? dx : cotangent(L - 1);
-            const T* xl = input<L>(x, saved, n);
-            T* yl = output<L>(const_cast<T*>(y), saved, n);
+            T* const layer_scratch_ptr = walk::layer_scratch(scratch, n);
+            T* dyl = walk::template out_bar<L>(dy, scratch, n);
+            T* dxl = walk::template in_bar<L>(dx, scratch, n);
+            const T* xl = walk::template in<L>(x, saved, n);
+            T* yl = walk::template out<L>(const_cast<T*>(y), saved, n);
             if constexpr (pulls_back_next<L, T>()) {
                 using next = layer<L + 1>;
-                const T* next_y = output<L + 1>(const_cast<T*>(y), saved, n);
-                const T* next_dy = cotangent(L + 1);
+                const T* next_y = walk::template out<L + 1>(const_cast<T*>(y), saved, n);
+                const T* next_dy = walk::template out_bar<L + 1>(dy, scratch, n);
                 auto rows = [&](std::size_t r0, std::size_t r1, T* out) {
                     next::cotangent_rows(static_cast<const T*>(yl), next_y, next_dy, out, r0, r1, n);
                 };
                 if constexpr (!accumulate) std::fill_n(g + param_offset[L], layer_params[L], T(0));
                 layer<L>::pullback_from_rows(p + param_offset[L], g + param_offset[L], xl, yl,
-                                             saved + saved_offset[L] * n, layer_scratch_ptr, dyl, dxl, n, rows,
+                                             walk::template layer_saved<L>(saved, n), layer_scratch_ptr, dyl, dxl, n, rows,
                                              std::size_t{next::cotangent_row_block});
             } else {
                 detail::layer_pullback<accumulate, layer<L>>(p + param_offset[L], g + param_offset[L], xl, yl,
-                                                             saved + saved_offset[L] * n, layer_scratch_ptr, dyl, dxl, n);
+                                                             walk::template layer_saved<L>(saved, n), layer_scratch_ptr,
+                                                             dyl, dxl, n);
             }
         }
     }
@@ -281,9 +354,9 @@ private:
     template <bool accumulate, class T>
     static void pullback_layers(const T* p, T* g, const T* x, const T* y, T* saved, T* scratch, T* dy, T* dx,
                                 std::size_t n) {
-        [&]<std::size_t... I>(std::index_sequence<I...>) {
-            (pullback_layer<num_layers - 1 - I, accumulate>(p, g, x, y, saved, scratch, dy, dx, n), ...);
-        }(seq);
+        each_layer_last_first<num_layers>([&](auto l) {
+            pullback_layer<decltype(l)::value, accumulate>(p, g, x, y, saved, scratch, dy, dx, n);
+        });
     }
 
     template <std::size_t I>
@@ -304,116 +377,75 @@ private:
 };
 
 // A chain's rules in the derivative passes (layer.hpp; also a Residual's inner chain's and a Parallel's
-// branch's): the layers' rules one after the other, in the layout of training's storage (above).
-// Input derivatives: saved holds the inner activations (act_offset, each feature C columns), then every
-// layer's saved block; scratch two ping-pong cotangent buffers, then the largest layer scratch.
+// branch's): the layers' rules one after the other, in the sequence's walk (SequenceWalk) with the rules'
+// sizes. The jets carry each activation once, every feature as C columns a sample; the R-operator twice
+// (a, then Ra), with two cotangents at each boundary (bar, then R bar).
 template <class S, class Layer>
 struct SequenceJetRule {
     using layer = Layer;
     static constexpr std::size_t L = S::num_layers;
     template <std::size_t I>
     using rule = jet_rule_of<typename S::template layer<I>>;
+    using walk = typename rules_walk<S, 1, jet_rule_of>::type;
     static constexpr bool available = []<std::size_t... I>(std::index_sequence<I...>) {
         return (rule_available<rule<I>>() && ...);
     }(std::make_index_sequence<L>{});
-    static constexpr std::array<std::size_t, L + 1> saved_offset = []<std::size_t... I>(std::index_sequence<I...>) {
-        return blocks_after<L>(S::inner_width_sum, {rule<I>::saved...});
-    }(std::make_index_sequence<L>{});
-    static constexpr std::size_t saved = saved_offset[L];
-    static constexpr std::size_t scratch = []<std::size_t... I>(std::index_sequence<I...>) {
-        return S::layer_scratch_offset + std::max({rule<I>::scratch...});
-    }(std::make_index_sequence<L>{});
-
-    template <std::size_t I, class T>
-    static const T* input(const T* x, T* sv, std::size_t N) {
-        if constexpr (I == 0) return x;
-        else return sv + S::act_offset[I] * N;
-    }
-    template <std::size_t I, class T>
-    static T* output(T* y, T* sv, std::size_t N) {
-        if constexpr (I + 1 == L) return y;
-        else return sv + S::act_offset[I + 1] * N;
-    }
+    static constexpr std::size_t saved = walk::saved, scratch = walk::scratch;
 
     template <class T>
     static void forward(const T* p, const T* x, T* y, T* sv, std::size_t m, const JetColumns& cols) {
         const std::size_t N = cols.C * m;
-        [&]<std::size_t... I>(std::index_sequence<I...>) {
-            (rule<I>::forward(p + S::param_offset[I], input<I>(x, sv, N), output<I>(y, sv, N), sv + saved_offset[I] * N,
-                              m, cols),
-             ...);
-        }(std::make_index_sequence<L>{});
+        each_layer<L>([&](auto i) {
+            constexpr std::size_t I = decltype(i)::value;
+            rule<I>::forward(p + S::param_offset[I], walk::template in<I>(x, sv, N), walk::template out<I>(y, sv, N),
+                             walk::template layer_saved<I>(sv, N), m, cols);
+        });
     }
     template <class T>
     static void pullback(const T* p, T* g, const T* x, const T* sv, T* scr, T* ybar, T* xbar, std::size_t m,
                          const JetColumns& cols) {
-        const std::size_t N = cols.C * m, W = S::max_inner_width;
-        T* const sv_mut = const_cast<T*>(sv);  // read only; input/output take the forward's pointer types
-        [&]<std::size_t... R>(std::index_sequence<R...>) {
-            (([&] {
-                 constexpr std::size_t I = L - 1 - R;
-                 T* yb = I == L - 1 ? ybar : scr + (I % 2) * W * N;
-                 T* xb = I == 0 ? xbar : scr + ((I - 1) % 2) * W * N;
-                 rule<I>::pullback(p + S::param_offset[I], g + S::param_offset[I], input<I>(x, sv_mut, N),
-                                   sv + saved_offset[I] * N, scr + S::layer_scratch_offset * N, yb, xb, m, cols);
-             }()),
-             ...);
-        }(std::make_index_sequence<L>{});
+        const std::size_t N = cols.C * m;
+        each_layer_last_first<L>([&](auto i) {
+            constexpr std::size_t I = decltype(i)::value;
+            rule<I>::pullback(p + S::param_offset[I], g + S::param_offset[I], walk::template in<I>(x, sv, N),
+                              walk::template layer_saved<I>(sv, N), walk::layer_scratch(scr, N),
+                              walk::template out_bar<I>(ybar, scr, N), walk::template in_bar<I>(xbar, scr, N), m, cols);
+        });
     }
 };
 
-// The R-operator: saved holds a and Ra at every inner boundary (act_offset, then the same again for Ra),
-// then every layer's saved block; scratch the ping-pong cotangents (bar 0, bar 1, R bar 0, R bar 1), then
-// the largest layer scratch.
 template <class S, class Layer>
 struct SequenceHvpRule {
     using layer = Layer;
-    static constexpr std::size_t L = S::num_layers, W = S::max_inner_width;
+    static constexpr std::size_t L = S::num_layers;
     template <std::size_t I>
     using rule = hvp_rule_of<typename S::template layer<I>>;
+    using walk = typename rules_walk<S, 2, hvp_rule_of>::type;
     static constexpr bool available = []<std::size_t... I>(std::index_sequence<I...>) {
         return (rule_available<rule<I>>() && ...);
     }(std::make_index_sequence<L>{});
-    static constexpr std::array<std::size_t, L + 1> saved_offset = []<std::size_t... I>(std::index_sequence<I...>) {
-        return blocks_after<L>(2 * S::inner_width_sum, {rule<I>::saved...});
-    }(std::make_index_sequence<L>{});
-    static constexpr std::size_t saved = saved_offset[L];
-    static constexpr std::size_t scratch = []<std::size_t... I>(std::index_sequence<I...>) {
-        return 4 * W + std::max({rule<I>::scratch...});
-    }(std::make_index_sequence<L>{});
+    static constexpr std::size_t saved = walk::saved, scratch = walk::scratch;
 
     template <class T>
     static void forward(const T* p, const T* v, const T* x, const T* rx, T* y, T* ry, T* sv, std::size_t m) {
-        [&]<std::size_t... I>(std::index_sequence<I...>) {
-            (([&] {
-                 const T* in = I == 0 ? x : sv + S::act_offset[I] * m;
-                 const T* rin = I == 0 ? rx : sv + (S::inner_width_sum + S::act_offset[I]) * m;
-                 T* out = I + 1 == L ? y : sv + S::act_offset[I + 1] * m;
-                 T* rout = I + 1 == L ? ry : sv + (S::inner_width_sum + S::act_offset[I + 1]) * m;
-                 rule<I>::forward(p + S::param_offset[I], v + S::param_offset[I], in, rin, out, rout,
-                                  sv + saved_offset[I] * m, m);
-             }()),
-             ...);
-        }(std::make_index_sequence<L>{});
+        each_layer<L>([&](auto i) {
+            constexpr std::size_t I = decltype(i)::value;
+            rule<I>::forward(p + S::param_offset[I], v + S::param_offset[I], walk::template in<I>(x, sv, m),
+                             walk::template in<I>(rx, sv, m, 1), walk::template out<I>(y, sv, m),
+                             walk::template out<I>(ry, sv, m, 1), walk::template layer_saved<I>(sv, m), m);
+        });
     }
     template <class T>
     static void pullback(const T* p, const T* v, T* g, T* hv, const T* x, const T* rx, const T* sv, T* scr, T* ybar,
                          T* rybar, T* xbar, T* rxbar, std::size_t m) {
-        [&]<std::size_t... R>(std::index_sequence<R...>) {
-            (([&] {
-                 constexpr std::size_t I = L - 1 - R;
-                 const T* in = I == 0 ? x : sv + S::act_offset[I] * m;
-                 const T* rin = I == 0 ? rx : sv + (S::inner_width_sum + S::act_offset[I]) * m;
-                 T* yb = I == L - 1 ? ybar : scr + (I % 2) * W * m;
-                 T* ryb = I == L - 1 ? rybar : scr + (2 + I % 2) * W * m;
-                 T* xb = I == 0 ? xbar : scr + ((I + 1) % 2) * W * m;
-                 T* rxb = I == 0 ? rxbar : scr + (2 + (I + 1) % 2) * W * m;
-                 rule<I>::pullback(p + S::param_offset[I], v + S::param_offset[I], g + S::param_offset[I],
-                                   hv + S::param_offset[I], in, rin, sv + saved_offset[I] * m, scr + 4 * W * m, yb,
-                                   ryb, xb, rxb, m);
-             }()),
-             ...);
-        }(std::make_index_sequence<L>{});
+        each_layer_last_first<L>([&](auto i) {
+            constexpr std::size_t I = decltype(i)::value;
+            rule<I>::pullback(p + S::param_offset[I], v + S::param_offset[I], g + S::param_offset[I],
+                              hv + S::param_offset[I], walk::template in<I>(x, sv, m), walk::template in<I>(rx, sv, m, 1),
+                              walk::template layer_saved<I>(sv, m), walk::layer_scratch(scr, m),
+                              walk::template out_bar<I>(ybar, scr, m), walk::template out_bar<I>(rybar, scr, m, 1),
+                              walk::template in_bar<I>(xbar, scr, m), walk::template in_bar<I>(rxbar, scr, m, 1), m);
+        });
     }
 };
 
