@@ -41,7 +41,9 @@
 //       Rx = 0; g and xbar against the pullback, hv and R xbar against central differences of the
 //       pullback along (v, Rx, R ybar) (each at step and half of it, extrapolated); that it adds into g
 //       and hv and gives them with xbar = nullptr;
-//     that the pullbacks leave x (and Rx) and saved as they were; both forwards in float against double
+//     that the pullbacks leave x (and Rx) and saved as they were; that one sample alone (the jets: with
+//     tangent 0 and the set {0} only) gives the chunk's values for it, forward and pullback (the
+//     chunk's cotangents zero elsewhere); both forwards in float against double
 //     (into float_double_difference), saved and scratch starting as NaN. A rule inherited from another
 //     layer (its `layer` is not this one), or without `layer`, fails.
 // Finite differences are only valid where the layer is smooth: random inputs keep ReLU and max pooling
@@ -50,6 +52,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -653,6 +656,42 @@ RuleCheckOutcome check_jet_rule(const LayerCheckOptions& o) {
     if (!(ex <= o.tolerance))
         r.fail("jet_rule: the pullback's input cotangent differs from finite differences by " + std::to_string(ex));
 
+    // One sample and fewer columns (a chunk's last sample; a pass without the second tangent): sample 0
+    // alone with tangent 0 and the set {0} (C = 3) gives the chunk's values in those columns, forward and
+    // pullback (the chunk's ybar zero in every other column and sample).
+    {
+        const std::vector<std::vector<std::size_t>> set0{{0}};
+        const JetColumns small{1, 3, set0, set0};
+        constexpr std::size_t map[3] = {0, 1, 1 + D};  // the small chunk's columns in the check's
+        std::vector<double> x1(In * 3), yb1(Out * 3), ybar_full(Out * C * m, 0.0);
+        for (std::size_t f = 0; f < In; ++f)
+            for (std::size_t c = 0; c < 3; ++c) x1[f * 3 + c] = x[(f * C + map[c]) * m];
+        Rng one(o.seed * 7919 + 37);
+        for (std::size_t f = 0; f < Out; ++f)
+            for (std::size_t c = 0; c < 3; ++c) yb1[f * 3 + c] = ybar_full[(f * C + map[c]) * m] = one.normal();
+        std::vector<double> y1(Out * 3, nan), sv1(Rule::saved * 3 + 1, nan), scr1(Rule::scratch * 3 + 1, nan),
+            g1(P, 0.0), xbar1(In * 3, nan);
+        Rule::forward(static_cast<const double*>(p.data()), static_cast<const double*>(x1.data()), y1.data(), sv1.data(),
+                      1, small);
+        Rule::pullback(static_cast<const double*>(p.data()), g1.data(), static_cast<const double*>(x1.data()),
+                       static_cast<const double*>(sv1.data()), scr1.data(), yb1.data(), xbar1.data(), 1, small);
+        std::vector<double> sv(Rule::saved * C * m + 1, nan), yy(Out * C * m), scr(Rule::scratch * C * m + 1, nan),
+            gf(P, 0.0), xbarf(In * C * m, nan);
+        Rule::forward(static_cast<const double*>(p.data()), static_cast<const double*>(x.data()), yy.data(), sv.data(), m,
+                      jc.cols());
+        Rule::pullback(static_cast<const double*>(p.data()), gf.data(), static_cast<const double*>(x.data()),
+                       static_cast<const double*>(sv.data()), scr.data(), ybar_full.data(), xbarf.data(), m, jc.cols());
+        std::vector<double> y_ref(Out * 3), xbar_ref(In * 3);
+        for (std::size_t f = 0; f < Out; ++f)
+            for (std::size_t c = 0; c < 3; ++c) y_ref[f * 3 + c] = y[(f * C + map[c]) * m];
+        for (std::size_t f = 0; f < In; ++f)
+            for (std::size_t c = 0; c < 3; ++c) xbar_ref[f * 3 + c] = xbarf[(f * C + map[c]) * m];
+        if (worst_relative(y1, y_ref) > 1e-12)
+            r.fail("jet_rule: one sample with 3 columns gave other forward columns than the chunk of " + std::to_string(m));
+        if (worst_relative(g1, gf) > 1e-12 || worst_relative(xbar1, xbar_ref) > 1e-12)
+            r.fail("jet_rule: one sample with 3 columns gave another pullback than the chunk of " + std::to_string(m));
+    }
+
     r.float_double_difference = worst_relative(jet_forward<B, float>(p, x, jc, m), y);
     if (!(r.float_double_difference <= o.float_tolerance))
         r.fail("jet_rule: float and double differ by " + std::to_string(r.float_double_difference));
@@ -764,6 +803,37 @@ RuleCheckOutcome check_hvp_rule(const LayerCheckOptions& o) {
             if (!(r.float_double_difference <= o.float_tolerance))
                 r.fail("hvp_rule: float and double differ by " + std::to_string(r.float_double_difference));
         }
+    }
+
+    // One sample (a chunk's last): sample 0 alone gives the chunk's y and Ry there, and the pullback of the
+    // chunk whose cotangents are zero in every other sample.
+    auto run = [&](std::size_t n, const std::vector<double>& xs, const std::vector<double>& rxs,
+                   const std::vector<double>& yb, const std::vector<double>& ryb) {
+        std::vector<double> y(Out * n), ry(Out * n), sv(Rule::saved * n + 1, nan), scr(Rule::scratch * n + 1, nan),
+            g(P, 0.0), hv(P, 0.0), xbar(In * n, nan), rxbar(In * n, nan), yb_kept = yb, ryb_kept = ryb;
+        Rule::forward(p.data(), v.data(), xs.data(), rxs.data(), y.data(), ry.data(), sv.data(), n);
+        Rule::pullback(p.data(), v.data(), g.data(), hv.data(), xs.data(), rxs.data(), static_cast<const double*>(sv.data()),
+                       scr.data(), yb_kept.data(), ryb_kept.data(), xbar.data(), rxbar.data(), n);
+        return std::array{y, ry, g, hv, xbar, rxbar};
+    };
+    auto first_sample = [&](const std::vector<double>& a, std::size_t rows) {
+        std::vector<double> s(rows);
+        for (std::size_t i = 0; i < rows; ++i) s[i] = a[i * m];
+        return s;
+    };
+    std::vector<double> yb_zero(Out * m, 0.0), ryb_zero(Out * m, 0.0);
+    for (std::size_t f = 0; f < Out; ++f) {
+        yb_zero[f * m] = ybar[f * m];
+        ryb_zero[f * m] = rybar[f * m];
+    }
+    const auto chunk = run(m, x, rx, yb_zero, ryb_zero);
+    const auto one = run(1, first_sample(x, In), first_sample(rx, In), first_sample(ybar, Out), first_sample(rybar, Out));
+    const std::array<std::size_t, 6> rows{Out, Out, 0, 0, In, In};
+    const char* names[6] = {"y", "Ry", "g", "hv", "xbar", "R xbar"};
+    for (std::size_t k = 0; k < 6; ++k) {
+        const auto ref = rows[k] ? first_sample(chunk[k], rows[k]) : chunk[k];
+        if (worst_relative(one[k], ref) > 1e-12)
+            r.fail(std::string("hvp_rule: one sample gave another ") + names[k] + " than the chunk of " + std::to_string(m));
     }
     return r;
 }
