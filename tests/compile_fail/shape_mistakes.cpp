@@ -3,12 +3,7 @@
 // tests/CMakeLists.txt) and expects the layer's own message as the only error, with g++ and clang,
 // whatever follows the layer in the chain and whatever the program then does with the network: the chain
 // puts stand-ins in the place of the layer and every later one (rejects_shape, chainlet/layer.hpp).
-#include <vector>
-
-#include "chainlet/chainlet.hpp"
-#include "chainlet/derivatives/hvp.hpp"
-#include "chainlet/derivatives/taylor.hpp"
-#include "chainlet/io/checkpoint.hpp"
+#include "precompiled.hpp"
 
 using namespace chainlet;
 
