@@ -356,4 +356,167 @@ TEST_CASE("a chain with the user layer trains and round-trips through the file f
     REQUIRE(architecture<Net>::torch_tensors()[0].name == "0.scale");
 }
 
+// A user layer with fixed parameters (layer.hpp, num_fixed_params): y = a .* x + b with a fixed, drawn in
+// [0.5, 1.5) at init, and b trained. Parameters: b, then a (the last in_size entries). AddsToFixed = true
+// gives the broken twin whose pullbacks also add a's gradient, which the checker must refuse.
+template <bool AddsToFixed>
+struct FixedScaleOf {
+    template <class InShape>
+    struct bound {
+        static constexpr std::size_t in_size = InShape::size, out_size = InShape::size;
+        using out_shape = InShape;
+        static constexpr std::size_t num_params = 2 * in_size, num_fixed_params = in_size;
+        static constexpr std::size_t saved_per_sample = 0, scratch_per_sample = 0;
+        template <class T>
+        static void init(std::span<T> p, Rng& rng, InitKind) {
+            for (std::size_t f = 0; f < in_size; ++f) {
+                p[f] = T(0);
+                p[in_size + f] = static_cast<T>(0.5 + rng.uniform());
+            }
+        }
+        template <class T>
+        static void forward(const T* p, const T* x, T* y, T*, std::size_t n) {
+            for (std::size_t f = 0; f < in_size; ++f)
+                for (std::size_t s = 0; s < n; ++s) y[f * n + s] = p[in_size + f] * x[f * n + s] + p[f];
+        }
+        // db += sum_s dy, dx = a .* dy; a is fixed: nothing added for it.
+        template <class T>
+        static void pullback(const T* p, T* g, const T* x, const T*, T*, T*, T* dy, T* dx, std::size_t n) {
+            for (std::size_t f = 0; f < in_size; ++f)
+                for (std::size_t s = 0; s < n; ++s) {
+                    g[f] += dy[f * n + s];
+                    if constexpr (AddsToFixed) g[in_size + f] += dy[f * n + s] * x[f * n + s];
+                    if (dx) dx[f * n + s] = p[in_size + f] * dy[f * n + s];
+                }
+        }
+        static std::string describe() { return "FixedScale"; }
+        // y_c = a .* x_c in every column, plus b in column 0; db += sum_s ybar_0, xbar_c = a .* ybar_c.
+        struct jet_rule {
+            using layer = bound;
+            static constexpr std::size_t saved = 0, scratch = 0;
+            template <class T>
+            static void forward(const T* p, const T* x, T* y, T*, std::size_t m, const JetColumns& cols) {
+                for (std::size_t f = 0; f < in_size; ++f)
+                    for (std::size_t c = 0; c < cols.C; ++c)
+                        for (std::size_t s = 0; s < m; ++s) {
+                            const std::size_t i = (f * cols.C + c) * m + s;
+                            y[i] = p[in_size + f] * x[i] + (c == 0 ? p[f] : T(0));
+                        }
+            }
+            template <class T>
+            static void pullback(const T* p, T* g, const T* x, const T*, T*, T* ybar, T* xbar, std::size_t m,
+                                 const JetColumns& cols) {
+                for (std::size_t f = 0; f < in_size; ++f)
+                    for (std::size_t c = 0; c < cols.C; ++c)
+                        for (std::size_t s = 0; s < m; ++s) {
+                            const std::size_t i = (f * cols.C + c) * m + s;
+                            if (c == 0) g[f] += ybar[i];
+                            if constexpr (AddsToFixed) g[in_size + f] += ybar[i] * x[i];
+                            if (xbar) xbar[i] = p[in_size + f] * ybar[i];
+                        }
+            }
+        };
+        // v is 0 at a: Ry = vb + a .* Rx; gb += ybar, hv_b += R ybar, xbar = a .* ybar, R xbar = a .* R ybar.
+        struct hvp_rule {
+            using layer = bound;
+            static constexpr std::size_t saved = 0, scratch = 0;
+            template <class T>
+            static void forward(const T* p, const T* v, const T* x, const T* rx, T* y, T* ry, T*, std::size_t m) {
+                for (std::size_t f = 0; f < in_size; ++f)
+                    for (std::size_t s = 0; s < m; ++s) {
+                        const std::size_t i = f * m + s;
+                        y[i] = p[in_size + f] * x[i] + p[f];
+                        ry[i] = v[f] + (rx ? p[in_size + f] * rx[i] : T(0));
+                    }
+            }
+            template <class T>
+            static void pullback(const T* p, const T*, T* g, T* hv, const T* x, const T*, const T*, T*, T* ybar,
+                                 T* rybar, T* xbar, T* rxbar, std::size_t m) {
+                for (std::size_t f = 0; f < in_size; ++f)
+                    for (std::size_t s = 0; s < m; ++s) {
+                        const std::size_t i = f * m + s;
+                        g[f] += ybar[i];
+                        hv[f] += rybar[i];
+                        if constexpr (AddsToFixed) g[in_size + f] += ybar[i] * x[i];
+                        if (xbar) {
+                            xbar[i] = p[in_size + f] * ybar[i];
+                            rxbar[i] = p[in_size + f] * rybar[i];
+                        }
+                    }
+            }
+        };
+    };
+};
+using FixedScale = FixedScaleOf<false>;
+
+TEST_CASE("a layer with fixed parameters passes the checker, its rules included", "[user_layer][fixed][gradient]") {
+    const auto r = check_layer<FixedScale, Input<5>>();
+    INFO(r.report());
+    REQUIRE(r.passed());
+    REQUIRE(r.jet_rule_checked);
+    REQUIRE(r.hvp_rule_checked);
+}
+
+TEST_CASE("a pullback or a rule that adds to a fixed parameter's gradient fails the checker", "[user_layer][fixed]") {
+    const auto r = check_layer<FixedScaleOf<true>, Input<5>>();
+    REQUIRE_FALSE(r.passed());
+    const std::string report = r.report();
+    INFO(report);
+    REQUIRE(report.find("pullback added to the gradient of a fixed parameter") != std::string::npos);
+    REQUIRE(report.find("jet_rule: the pullback added to the gradient of a fixed parameter") != std::string::npos);
+    REQUIRE(report.find("hvp_rule: the pullback added to g or hv at a fixed parameter") != std::string::npos);
+}
+
+// Dense<4> [0, 16), FixedScale [16, 24) (a: [20, 24)), Residual<FixedScale> [24, 32) ([28, 32)),
+// Parallel's Dense<2> [32, 42) and FixedScale [42, 50) ([46, 50)), Dense<1> [50, 57).
+using FixedNet = Chain<Input<3>, Dense<4, Tanh>, FixedScale, Residual<FixedScale>,
+                       Parallel<Concat, Branch<Dense<2, Tanh>>, Branch<FixedScale>>, Dense<1>>;
+
+TEST_CASE("chains and containers say where their layers' fixed parameters are", "[user_layer][fixed]") {
+    static_assert(FixedNet::num_params == 57 && FixedNet::num_fixed_params == 12);
+    REQUIRE(fixed_param_ranges<FixedNet>() == std::vector<ParamRange>{{20, 4}, {28, 4}, {46, 4}});
+    REQUIRE(fixed_param_ranges<Chain<Input<3>, Dense<4>>>().empty());
+    const auto r = check_bound_layer<FixedNet>();
+    INFO(r.report());
+    REQUIRE(r.passed());
+    REQUIRE(r.jet_rule_checked);
+    REQUIRE(r.hvp_rule_checked);
+}
+
+TEST_CASE("fit with AdamW leaves fixed parameters as they are, bit for bit", "[user_layer][fixed][fit]") {
+    const std::size_t n = 128;
+    std::vector<double> x(n * 3), y(n);
+    Rng rng(9);
+    for (auto& e : x) e = 2 * rng.uniform() - 1;
+    for (std::size_t s = 0; s < n; ++s) y[s] = x[s * 3] * x[s * 3 + 1] + 0.3 * x[s * 3 + 2];
+    std::vector<double> p(FixedNet::num_params);
+    init_params<FixedNet>(p, 3);
+    const std::vector<double> p0 = p;
+    const auto ranges = fixed_param_ranges<FixedNet>();
+    auto fixed_same = [&](const std::vector<double>& q) {
+        for (const ParamRange& r : ranges)
+            for (std::size_t i = r.first; i < r.first + r.count; ++i)
+                if (q[i] != p0[i]) return false;
+        return true;
+    };
+    AdamW opt(1e-2, 0.1);
+    FitOptions o;
+    o.epochs = 20;
+    o.batch = 32;
+    fit<FixedNet>(p, SquaredError{}, x, y, opt, o);
+    REQUIRE(fixed_same(p));
+    REQUIRE(p[0] != p0[0]);  // the trained ones moved
+    REQUIRE(std::vector<ParamRange>(opt.fixed().begin(), opt.fixed().end()) == ranges);
+
+    // Without keep_fixed, AdamW's decay moves them (their gradient is 0): what fit guards against.
+    std::vector<double> q = p0, g(q.size());
+    AdamW bare(1e-2, 0.1);
+    value_and_gradient<FixedNet>(q, g, x, y, SquaredError{});
+    for (const ParamRange& r : ranges)
+        for (std::size_t i = r.first; i < r.first + r.count; ++i) REQUIRE(g[i] == 0.0);
+    bare.step(q, g);
+    REQUIRE_FALSE(fixed_same(q));
+    REQUIRE_THROWS_WITH(bare.keep_fixed({{4, 2}, {5, 1}}), Catch::Contains("increasing order"));
+}
+
 }  // namespace test_user_layer

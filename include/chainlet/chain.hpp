@@ -238,6 +238,20 @@ struct Sequence {
     static constexpr std::size_t saved_per_sample = walk::saved;
     static constexpr std::size_t layer_scratch_offset = walk::layer_scratch_offset;
     static constexpr std::size_t scratch_per_sample = walk::scratch;
+    // Fixed parameters (layer.hpp): the layers' own, at their offsets.
+    static constexpr std::size_t num_fixed_params = [] {
+        std::size_t count = 0;
+        each_layer<num_layers>([&](auto l) { count += fixed_param_count<layer<decltype(l)::value>>(); });
+        return count;
+    }();
+    static constexpr bool fixed_param(std::size_t i) {
+        bool fixed = false;
+        each_layer<num_layers>([&](auto l) {
+            constexpr std::size_t I = decltype(l)::value;
+            if (i >= param_offset[I] && i < param_offset[I + 1]) fixed = is_fixed_param<layer<I>>(i - param_offset[I]);
+        });
+        return fixed;
+    }
 
     // Fills p with each layer's initial values; layer i draws from its own stream, so inserting a
     // layer does not change the draws of the layers before it.

@@ -82,6 +82,16 @@
 //                                                  and divisors positive (e.g. OH = H >= P ? H / P : 1).
 //   describe()                                     architecture text for checkpoints, e.g. "Dense[10,relu]"
 //   torch_layout(TorchModules& m, std::size_t off) the layer's PyTorch modules and tensors (layer_metadata.hpp)
+//   num_fixed_params                               static constexpr std::size_t: the last that many of its
+//                                                  num_params entries are fixed values, not trained (random
+//                                                  frequencies, a scale): init draws them from its stream (or
+//                                                  a user writes them into the buffer), forward and the rules
+//                                                  read them, checkpoints and safetensors store them with the
+//                                                  rest. Their gradient stays 0: no pullback or rule adds to
+//                                                  it, and the R-operator's v counts as 0 there. fit's
+//                                                  optimisers then leave them as they are (AdamW's decay skips
+//                                                  fixed_param_ranges<Net>(), below). A container counts its
+//                                                  layers' and says per entry which are fixed (fixed_param(i)).
 // A layer without the last two trains and predicts like any other; saving it to a checkpoint or a
 // safetensors file is then a compile error that names the missing member.
 //
@@ -123,8 +133,10 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "chainlet/init.hpp"
+#include "chainlet/param_range.hpp"
 #include "chainlet/random.hpp"
 #include "chainlet/shape.hpp"
 
@@ -222,6 +234,34 @@ concept BoundLayer = detail::has_layer_sizes<B> && detail::has_out_shape<B> && d
 // A layer type that can be bound to InShape.
 template <class L, class InShape>
 concept LayerFor = requires { typename L::template bound<InShape>; } && BoundLayer<typename L::template bound<InShape>>;
+
+// Fixed parameters (num_fixed_params above): how many a bound layer has, and whether entry i of its
+// parameter slice is one (a container answers itself, through fixed_param(i)).
+namespace detail {
+template <class B>
+constexpr std::size_t fixed_param_count() {
+    if constexpr (requires { B::num_fixed_params; }) return B::num_fixed_params;
+    else return 0;
+}
+template <class B>
+constexpr bool is_fixed_param(std::size_t i) {
+    if constexpr (requires { { B::fixed_param(i) } -> std::convertible_to<bool>; }) return B::fixed_param(i);
+    else return i < B::num_params && i + fixed_param_count<B>() >= B::num_params;
+}
+}  // namespace detail
+
+// The fixed entries of Net's parameter buffer (a chain, or any bound layer), as runs in increasing order.
+template <class Net>
+std::vector<ParamRange> fixed_param_ranges() {
+    std::vector<ParamRange> runs;
+    if constexpr (detail::fixed_param_count<Net>() > 0)
+        for (std::size_t i = 0; i < Net::num_params; ++i) {
+            if (!detail::is_fixed_param<Net>(i)) continue;
+            if (!runs.empty() && runs.back().first + runs.back().count == i) ++runs.back().count;
+            else runs.push_back({i, 1});
+        }
+    return runs;
+}
 
 // The layer's metadata for checkpoints (describe) and for safetensors (torch_layout).
 template <class B>

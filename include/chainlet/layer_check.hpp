@@ -7,7 +7,9 @@
 // For each chunk size n in the options it draws parameters, inputs and an output cotangent w, and checks
 //   - the parameter and input gradients against central finite differences of sum(w .* forward(p, x)),
 //     in double (the largest error relative to max(|fd|, floor, 1e-3 max |fd|));
-//   - that the pullback adds into g (g starts non-zero) rather than overwriting it;
+//   - that the pullback adds into g (g starts non-zero) rather than overwriting it, and nothing at a fixed
+//     parameter (layer.hpp, num_fixed_params; the finite differences leave those out, and the rule
+//     checks below check the same of the rules, with v = 0 there);
 //   - that a second pullback on the same forward gives the same dx and g (so x, y and saved are intact);
 //   - that a null dx gives the same g;
 //   - for a layer with the optional pullback_assign, in double and float: that with g full of NaN on
@@ -163,6 +165,33 @@ inline double finite_difference_error(const std::vector<double>& fd, const std::
 
 // The central differences of a scalar function f(v) in every component of v, at step h; extrapolated from
 // h and h / 2 (Richardson, error O(h^4) instead of O(h^2)) when asked.
+// The parameters a check differentiates: B's entries but its fixed ones (layer.hpp, num_fixed_params),
+// whose gradient must stay exactly as it was.
+template <class B>
+std::vector<std::size_t> free_params() {
+    std::vector<std::size_t> free;
+    for (std::size_t i = 0; i < B::num_params; ++i)
+        if (!is_fixed_param<B>(i)) free.push_back(i);
+    return free;
+}
+inline std::vector<double> gather(const std::vector<double>& a, const std::vector<std::size_t>& at) {
+    std::vector<double> r(at.size());
+    for (std::size_t k = 0; k < at.size(); ++k) r[k] = a[at[k]];
+    return r;
+}
+// a with its entries at `at` replaced by q's.
+inline std::vector<double> scatter(std::vector<double> a, const std::vector<std::size_t>& at, const std::vector<double>& q) {
+    for (std::size_t k = 0; k < at.size(); ++k) a[at[k]] = q[k];
+    return a;
+}
+// Whether g moved at a fixed entry of B (from g0; both of the slice's size).
+template <class B>
+bool moved_fixed(const std::vector<double>& g, const std::vector<double>& g0) {
+    for (std::size_t i = 0; i < B::num_params; ++i)
+        if (is_fixed_param<B>(i) && !(g[i] == g0[i])) return true;
+    return false;
+}
+
 template <class F>
 std::vector<double> central_differences(std::vector<double> v, F&& f, double h, bool extrapolate) {
     std::vector<double> fd(v.size());
@@ -636,9 +665,12 @@ RuleCheckOutcome check_jet_rule(const LayerCheckOptions& o) {
     Rng directions(o.seed * 7919 + 31);
     std::size_t kinked_p = 0, kinked_x = 0;
     const double fine = o.second_step / 8;
+    const std::vector<std::size_t> free = free_params<B>();  // a fixed parameter's g must stay 0
+    if (moved_fixed<B>(g, std::vector<double>(P, 0.0)))
+        r.fail("jet_rule: the pullback added to the gradient of a fixed parameter (layer.hpp, num_fixed_params)");
     const double eg = extrapolated_gradient_error(
-        p, g, [&](const std::vector<double>& v) { return phi(v, x); }, o.second_step, fine, o.floor, o.tolerance,
-        directions, kinked_p);
+        gather(p, free), gather(g, free), [&](const std::vector<double>& q) { return phi(scatter(p, free, q), x); },
+        o.second_step, fine, o.floor, o.tolerance, directions, kinked_p);
     const double ex = extrapolated_gradient_error(
         x, xbar, [&](const std::vector<double>& v) { return phi(p, v); }, o.second_step, fine, o.floor, o.tolerance,
         directions, kinked_x);
@@ -646,7 +678,7 @@ RuleCheckOutcome check_jet_rule(const LayerCheckOptions& o) {
     const auto allowed = [](std::size_t entries) {
         return entries <= componentwise_differences ? entries / 8 : std::size_t(1);
     };
-    if (kinked_p > allowed(p.size()) || kinked_x > allowed(x.size()))
+    if (kinked_p > allowed(free.size()) || kinked_x > allowed(x.size()))
         r.fail("jet_rule: the pullback's finite differences cross kinks at too many entries (" +
                std::to_string(kinked_p) + " of the parameters', " + std::to_string(kinked_x) +
                " of the inputs'; allowed: an eighth of the entries, or one of the directions beyond " +
@@ -719,7 +751,10 @@ RuleCheckOutcome check_hvp_rule(const LayerCheckOptions& o) {
     constexpr std::size_t m = 17, In = B::in_size, Out = B::out_size, P = B::num_params;
     RuleCheckOutcome r;
     Rng rng(o.seed * 7919 + 29);
-    const auto p = fill_normal<double>(P, rng, o.param_scale), v = fill_normal<double>(P, rng, 1.0);
+    const auto p = fill_normal<double>(P, rng, o.param_scale);
+    auto v = fill_normal<double>(P, rng, 1.0);
+    for (std::size_t i = 0; i < P; ++i)
+        if (is_fixed_param<B>(i)) v[i] = 0;  // v is 0 at a fixed parameter (layer.hpp)
     const auto x = fill_normal<double>(In * m, rng, o.input_scale), rx = fill_normal<double>(In * m, rng, 1.0);
     const auto ybar = fill_normal<double>(Out * m, rng, 1.0), rybar = fill_normal<double>(Out * m, rng, 1.0);
     const auto g0 = fill_normal<double>(P, rng, 1.0), hv0 = fill_normal<double>(P, rng, 1.0);
@@ -787,6 +822,8 @@ RuleCheckOutcome check_hvp_rule(const LayerCheckOptions& o) {
         const auto [g_n, hv_n, xbar_n, rxbar_n] = pull(false);
         if (!all_finite(g) || !all_finite(hv) || !all_finite(xbar) || !all_finite(rxbar))
             r.fail("hvp_rule: the pullback gave a non-finite result (or read scratch before writing it)" + how);
+        if (moved_fixed<B>(g, std::vector<double>(P, 0.0)) || moved_fixed<B>(hv, std::vector<double>(P, 0.0)))
+            r.fail("hvp_rule: the pullback added to g or hv at a fixed parameter (layer.hpp, num_fixed_params)" + how);
         if (worst_relative(g, g_ref) > 1e-10 || worst_relative(xbar, dx_ref) > 1e-10)
             r.fail("hvp_rule: the pullback's g or xbar differs from the layer's pullback" + how);
         if (worst_relative(g_n, g) > 1e-12 || worst_relative(hv_n, hv) > 1e-12)
@@ -853,6 +890,8 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
     auto fail = [&](std::size_t n, const std::string& what) {
         r.failures.push_back("n=" + std::to_string(n) + ": " + what);
     };
+    static_assert(detail::fixed_param_count<B>() <= B::num_params, "num_fixed_params exceeds num_params (layer.hpp)");
+    const std::vector<std::size_t> free = detail::free_params<B>();
     for (const std::size_t n : o.chunk_sizes) {
         Rng rng(o.seed * 1000003 + n);
         const auto p = detail::fill_normal<double>(B::num_params, rng, o.param_scale);
@@ -888,6 +927,8 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
         if (detail::worst_relative(second.dx, first.dx) > 1e-12)
             fail(n, "a second pullback on the same forward gave another dx");
         if (no_dx.g != second.g) fail(n, "a pullback with dx = nullptr gave another parameter gradient");
+        if (detail::moved_fixed<B>(first.g, g0))
+            fail(n, "pullback added to the gradient of a fixed parameter (layer.hpp, num_fixed_params: it stays 0)");
         if constexpr (detail::has_pullback_assign<B, double>) {
             const std::string e = detail::check_pullback_assign<B, double>(p, x, w, n, o.pass);
             if (!e.empty()) fail(n, e);
@@ -942,8 +983,14 @@ LayerCheckResult check_bound_layer(const LayerCheckOptions& o = {}) {
                 }
                 return detail::finite_difference_error(fd, grad, o.floor);
             }
+            if (params) {  // the free entries only: a fixed one's gradient is 0 by the contract
+                const auto fd = detail::central_differences(
+                    detail::gather(v, free), [&](const std::vector<double>& q) { return f(detail::scatter(p, free, q), x); },
+                    o.step, false);
+                return detail::finite_difference_error(fd, detail::gather(grad, free), o.floor);
+            }
             const auto fd = detail::central_differences(
-                std::move(v), [&](const std::vector<double>& u) { return params ? f(u, x) : f(p, u); }, o.step, false);
+                std::move(v), [&](const std::vector<double>& u) { return f(p, u); }, o.step, false);
             return detail::finite_difference_error(fd, grad, o.floor);
         };
         const double ep = fd_error(p, second.g, true), ex = fd_error(x, first.dx, false);

@@ -539,6 +539,10 @@ FitResult fit(P&& p, const L& loss, const X& x, const Y& y, Opt& opt, const FitO
         std::vector<std::uint32_t> order(shuffle ? n : 0);
         std::iota(order.begin(), order.end(), 0u);
         if (o.reset_optimizer) opt.init(Net::num_params);
+        // The network's fixed parameters (layer.hpp): their gradient is zero, and an optimiser that also
+        // decays (AdamW) is told to leave them.
+        if constexpr (detail::fixed_param_count<Net>() > 0 && requires { opt.keep_fixed(std::vector<ParamRange>{}); })
+            opt.keep_fixed(fixed_param_ranges<Net>());
         Rng rng(o.seed);
 
         const std::span<T> ps(pp, Net::num_params);

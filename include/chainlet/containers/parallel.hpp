@@ -126,6 +126,16 @@ struct Parallel {
         static constexpr std::size_t out_size = concat ? out_offset[B] : dot ? 1 : width[0];
         using out_shape = std::conditional_t<concat || dot, Shape<out_size>, typename branch<0>::out_shape>;
         static constexpr std::size_t num_params = param_offset[B];
+        // Fixed parameters (layer.hpp): the branches' own, at their offsets.
+        static constexpr std::size_t num_fixed_params = (detail::fixed_param_count<typename Branches::template bound<InShape>>() + ...);
+        static constexpr bool fixed_param(std::size_t i) {
+            bool fixed = false;
+            detail::each_layer<B>([&](auto b) {
+                constexpr std::size_t I = decltype(b)::value;
+                if (i >= param_offset[I] && i < param_offset[I + 1]) fixed = detail::is_fixed_param<branch<I>>(i - param_offset[I]);
+            });
+            return fixed;
+        }
 
         // Saved: the branch outputs (not for Concat: they are y), then each branch's saved storage.
         static constexpr std::size_t outputs_saved = concat ? 0 : out_offset[B];

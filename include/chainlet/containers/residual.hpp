@@ -57,6 +57,8 @@ struct Residual {
         static constexpr std::size_t in_size = InShape::size, out_size = InShape::size;
         using out_shape = InShape;
         static constexpr std::size_t num_params = inner::num_params;
+        static constexpr std::size_t num_fixed_params = detail::fixed_param_count<inner>();  // layer.hpp
+        static constexpr bool fixed_param(std::size_t i) { return detail::is_fixed_param<inner>(i); }
         // Saved: f(x), then the inner chain's saved storage. Scratch: the cotangent handed to the inner
         // chain (its pullback clobbers it, and dy is still needed for the skip), then the inner scratch.
         static constexpr std::size_t saved_per_sample = out_size + inner::saved_per_sample;

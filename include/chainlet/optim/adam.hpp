@@ -2,7 +2,8 @@
 // with PyTorch's conventions so results can be compared step for step:
 //   m = b1 m + (1 - b1) g,  v = b2 v + (1 - b2) g^2,
 //   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
-// AdamW first decays the parameters: p -= lr * weight_decay * p.
+// AdamW first decays the parameters: p -= lr * weight_decay * p, but for the runs given to keep_fixed (a
+// network's fixed parameters, layer.hpp: their gradient is zero, so then nothing moves them).
 // Moments below the smallest normal number are stored as zero. A gradient that stays exactly zero
 // (a network that fits its one sample) otherwise decays v into the subnormal range (~16,000 steps
 // across it, b2 = 0.999, float) and never out of it: below 500 times the smallest subnormal, b2 v
@@ -17,10 +18,13 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "chainlet/kernels/simd.hpp"
 #include "chainlet/memory.hpp"
 #include "chainlet/message.hpp"
+#include "chainlet/param_range.hpp"
 
 namespace chainlet {
 
@@ -43,6 +47,20 @@ public:
         t_ = 0;
     }
 
+    // The entries the decay leaves as they are: runs in increasing order, not overlapping (fit gives it
+    // fixed_param_ranges<Net>()). Kept across init().
+    void keep_fixed(std::vector<ParamRange> runs) {
+        std::size_t end = 0;
+        for (const ParamRange& r : runs) {
+            if (r.first < end || r.count == 0)
+                throw std::invalid_argument("Adam::keep_fixed: the runs must be non-empty, in increasing order and not "
+                                            "overlap; run at " + std::to_string(r.first) + " of " + std::to_string(r.count));
+            end = r.first + r.count;
+        }
+        fixed_ = std::move(runs);
+    }
+    std::span<const ParamRange> fixed() const { return fixed_; }
+
     void step(std::span<T> p, std::span<const T> g) {
         if (p.size() != g.size())
             throw std::invalid_argument("Adam::step: " + std::to_string(p.size()) + " parameters but " +
@@ -51,26 +69,39 @@ public:
         if (m_.size() != p.size())
             throw std::invalid_argument("Adam::step: initialised for " + std::to_string(m_.size()) + " parameters, given " +
                                         std::to_string(p.size()));
+        if (!fixed_.empty() && fixed_.back().first + fixed_.back().count > p.size())
+            throw std::invalid_argument("Adam::step: a fixed run ends at " +
+                                        std::to_string(fixed_.back().first + fixed_.back().count) + ", past the " +
+                                        std::to_string(p.size()) + " parameters");
         ++t_;
         const T c1 = T(1) / (T(1) - static_cast<T>(std::pow(static_cast<double>(b1_), static_cast<double>(t_))));
         const T c2 = T(1) / (T(1) - static_cast<T>(std::pow(static_cast<double>(b2_), static_cast<double>(t_))));
         const T decay = T(1) - lr_ * wd_;
         // One body for the vector loop and the scalar tail (the compiler does not vectorise std::sqrt
         // while it may set errno).
-        auto update = [&]<class V>(std::size_t i) {
+        auto update = [&]<class V>(std::size_t i, T factor) {
             const V gi = simd::loadv<V>(&g[i]);
             const V m = simd::flush_subnormal(V(b1_) * simd::loadv<V>(&m_[i]) + V(1 - b1_) * gi);
             const V v = simd::flush_subnormal(V(b2_) * simd::loadv<V>(&v_[i]) + V(1 - b2_) * gi * gi);
             simd::storev(&m_[i], m);
             simd::storev(&v_[i], v);
             const V step = V(lr_) * (m * V(c1)) / (simd::sqrt(v * V(c2)) + V(eps_));
-            simd::storev(&p[i], simd::loadv<V>(&p[i]) * V(decay) - step);
+            simd::storev(&p[i], simd::loadv<V>(&p[i]) * V(factor) - step);
         };
         constexpr std::size_t W = simd::width<T>;
-        std::size_t i = 0;
-        if constexpr (simd::enabled)
-            for (const std::size_t end = p.size() - p.size() % W; i < end; i += W) update.template operator()<simd::vec<T>>(i);
-        for (; i < p.size(); ++i) update.template operator()<T>(i);
+        auto run = [&](std::size_t begin, std::size_t end, T decay) {
+            std::size_t i = begin;
+            if constexpr (simd::enabled)
+                for (; i + W <= end; i += W) update.template operator()<simd::vec<T>>(i, decay);
+            for (; i < end; ++i) update.template operator()<T>(i, decay);
+        };
+        std::size_t at = 0;
+        for (const ParamRange& r : fixed_) {
+            run(at, r.first, decay);
+            run(r.first, r.first + r.count, T(1));
+            at = r.first + r.count;
+        }
+        run(at, p.size(), decay);
     }
 
     T learning_rate() const { return lr_; }
@@ -93,6 +124,7 @@ protected:
     T lr_, wd_, b1_, b2_, eps_;
     aligned_vector<T> m_, v_;
     std::size_t t_ = 0;
+    std::vector<ParamRange> fixed_;
 };
 
 // Adam is AdamW without weight decay (decay factor exactly 1).
