@@ -7,9 +7,8 @@ containers map to the modules below; their tensor names follow from the attribut
   Parallel<Combine, Branch<...>...>   Parallel("concat"|"sum"|"product"|"dot",
                                                nn.Sequential(...), ...)        "<i>.branches.<b>.<j>.weight"
   Slice<First, Count>                 Slice(first, count)                      (no tensors)
-  FourierFeatures<M, ...>             FourierFeatures(B)                       (B a buffer, not in the
-                                      (B: the layer's frequencies<double>(),    state dict: chainlet's
-                                      M x F)                                   checkpoint holds no B)
+  FourierFeatures<M, ...>             FourierFeatures(M, F)                    "<i>.B" (M x F; a buffer,
+  TrainableFourierFeatures<M, ...>    FourierFeatures(M, F, trainable=True)    a parameter when trainable)
   RMSNorm                             RMSNorm(features)                        "<i>.weight"
   GRU<H, ReturnSequence>              GRU(F, H, return_sequence)               "<i>.weight_ih_l0" ...
   LSTM<H, ReturnSequence>             LSTM(F, H, return_sequence)              "<i>.weight_ih_l0" ...
@@ -78,11 +77,16 @@ class Sin(nn.Module):
 
 class FourierFeatures(nn.Module):
     """chainlet's FourierFeatures<M, ...>: [sin(2 pi x B^T), cos(2 pi x B^T)] for x (batch, F), B (M, F) the
-    layer's fixed frequencies (FourierFeatures<...>::bound<Shape<F>>::frequencies<double>(), row-major)."""
+    layer's frequencies (row-major, as in chainlet's parameter buffer): a buffer in the state dict, or with
+    trainable=True (chainlet's TrainableFourierFeatures) a parameter. load_state_dict fills it."""
 
-    def __init__(self, B):
+    def __init__(self, m, f, trainable=False):
         super().__init__()
-        self.register_buffer("B", torch.as_tensor(B), persistent=False)
+        B = torch.zeros(m, f)
+        if trainable:
+            self.B = nn.Parameter(B)
+        else:
+            self.register_buffer("B", B)
 
     def forward(self, x):
         z = 2 * torch.pi * (x @ self.B.to(x.dtype).T)

@@ -122,10 +122,9 @@ json describe_by_text() {
     if constexpr (requires { requires B::out_shape::rank == 2; })
         if (std::sscanf(d.c_str(), "MaxPool1D[%zu]", &pw) == 1)
             return {{"type", "maxpool1d"}, {"channels", B::out_shape::dims[1]}, {"window", pw}};
-    if constexpr (requires { B::template frequencies<double>(); }) {  // FourierFeatures: B (M x F) for PyTorch
-        const auto& b = B::template frequencies<double>();
-        return {{"type", "fourier"}, {"in", B::in_size}, {"frequencies", std::vector<double>(b.begin(), b.end())}};
-    }
+    if (d.rfind("FourierFeatures[", 0) == 0)  // B (M x F) in the parameters, fixed unless trainable
+        return {{"type", "fourier"}, {"in", B::in_size}, {"frequencies", B::out_size / 2},
+                {"trainable", detail::fixed_param_count<B>() == 0}};
     if (d == "RMSNorm") return {{"type", "rms_norm"}, {"features", B::in_size}};
     if (d == "LayerNorm") return {{"type", "layer_norm"}, {"features", B::in_size}};
     if (d == "Softmax") return {{"type", "softmax"}};
@@ -220,6 +219,7 @@ int main(int argc, char** argv) {
     write_case<Chain<Input<3>, Dense<6, Tanh>, Softmax, Dense<5, Tanh>, Softmax, Dense<2>>>(dir, "softmax", 25, 17);
     // random Fourier features (fixed frequencies, no parameters; its own rules)
     write_case<Chain<Input<2>, FourierFeatures<8, 3, 2>, Dense<10, Tanh>, Dense<1>>>(dir, "fourier", 18, 21);
+    write_case<Chain<Input<2>, TrainableFourierFeatures<8, 3, 2>, Dense<10, Tanh>, Dense<1>>>(dir, "fourier_trainable", 18, 22);
     // a layer written by a user from docs/api.md, with its own jet rule (tests/user_layer.hpp)
     write_case<Chain<Input<2>, Dense<8, Tanh>, ScaleShift, Dense<6, Sin<>>, ScaleShift, Dense<1>>>(dir, "user_layer", 17,
                                                                                                  23);

@@ -136,9 +136,18 @@ def build(layers, flat, off, params):
         elif kind == "global_avgpool":
             c = layer["channels"]
             mods.append(Func(lambda z, c=c: z.reshape(z.shape[0], -1, c).mean(dim=1)))
-        elif kind == "fourier":  # fixed frequencies B (M x F), no parameters
-            B = torch.tensor(layer["frequencies"], dtype=torch.float64).reshape(-1, layer["in"])
-            mods.append(FourierFeatures(B))
+        elif kind == "fourier":  # frequencies B (M x F) in the parameters: fixed (gradient 0) or trainable
+            m, f = layer["frequencies"], layer["in"]
+            B = torch.tensor(flat[off:off + m * f], dtype=torch.float64).reshape(m, f)
+            off += m * f
+            mod = FourierFeatures(m, f, trainable=layer["trainable"]).double()
+            with torch.no_grad():
+                mod.B.copy_(B)
+            if layer["trainable"]:
+                params.append(mod.B)
+            else:
+                params.append(m * f)  # a fixed block: chainlet's gradient holds zeros there
+            mods.append(mod)
         elif kind == "scale_shift":  # docs/api.md's user layer: y = a * x + b, parameters a then b
             f = layer["features"]
             a = torch.tensor(flat[off:off + f], dtype=torch.float64).requires_grad_()
@@ -198,8 +207,11 @@ def check(case):
         r = r + res["b"][i] * du[:, i] + res["c"][i] * second[i]
     r = r + res["c"][F] * lap
     loss = (r * r).mean()
-    grads = torch.autograd.grad(loss, flat_params)
-    g = torch.cat([t.flatten() for t in grads])  # W as (in, out) row-major is chainlet's W[i*out+o]
+    tensors = [t for t in flat_params if isinstance(t, torch.Tensor)]
+    grads = iter(torch.autograd.grad(loss, tensors))
+    # W as (in, out) row-major is chainlet's W[i*out+o]; a fixed block (an int: its size) has gradient 0
+    g = torch.cat([next(grads).flatten() if isinstance(t, torch.Tensor) else torch.zeros(t, dtype=torch.float64)
+                   for t in flat_params])
     worst["loss"] = rel(case["loss"], loss.detach())
     worst["parameter gradient"] = rel(case["grad"], g)
     bad = {k: v for k, v in worst.items() if not v <= TOLERANCE}

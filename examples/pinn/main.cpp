@@ -50,8 +50,9 @@ int run_problem(const std::string& problem, const RunOptions& o, const std::stri
         std::printf("plot: /usr/bin/python3 examples/pinn/plot.py %s %s %s docs/pinn_hf.png\n", named("tanh").c_str(),
                     named("sine").c_str(), named("fourier").c_str());
     std::printf("poisson-hf: rel_l2_error tanh MLP %.3e, sine network %.3e (%zu parameters each), Fourier features "
-                "%.3e (%zu parameters)\n",
-                e_tanh, e_sine, pinn::Net::num_params, e_fourier, pinn::FourierNet::num_params);
+                "%.3e (%zu parameters, %zu of them the fixed frequencies)\n",
+                e_tanh, e_sine, pinn::Net::num_params, e_fourier, pinn::FourierNet::num_params,
+                pinn::FourierNet::num_fixed_params);
     return 0;
 }
 
