@@ -49,7 +49,7 @@ echo "== AddressSanitizer + UndefinedBehaviorSanitizer (clang++): all tests =="
 # with g++'s AVX2 code.
 # Of the examples, lenet5 alone (with lenet5_mpi): its tests read damaged data files and checkpoints, the
 # examples' own code beyond the library's tests; the others are thin mains over the library that the
-# release stage runs, and cost this stage about a minute (compile and smoke runs).
+# release stage runs, and would cost this stage their compile and smoke runs.
 CXX=clang++ cmake -S . -B build-asan "${common[@]}" "${asan_flags[@]}" -DCHAINLET_SANITIZE=address,undefined \
   -DCHAINLET_SIMD=avx2 -DCHAINLET_EXAMPLES=lenet5 > /dev/null
 cmake --build build-asan -j"$jobs"
