@@ -89,6 +89,26 @@ constexpr void each_layer_last_first(F&& f) {
     }(std::make_index_sequence<L>{});
 }
 
+// Fixed parameters (layer.hpp) of parts laid out one after the other in a parameter slice (a chain's
+// layers, a Parallel's branches; offset[k] where part k's entries start): their count, and whether entry
+// i is one (the owning part's answer).
+template <class Parts>
+struct parts_fixed_params;
+template <class... B>
+struct parts_fixed_params<std::tuple<B...>> {
+    static constexpr std::size_t count = (fixed_param_count<B>() + ...);
+    template <std::size_t N>
+    static constexpr bool at(const std::array<std::size_t, N>& offset, std::size_t i) {
+        bool fixed = false;
+        each_layer<sizeof...(B)>([&](auto k) {
+            constexpr std::size_t K = decltype(k)::value;
+            if (i >= offset[K] && i < offset[K + 1])
+                fixed = is_fixed_param<std::tuple_element_t<K, std::tuple<B...>>>(i - offset[K]);
+        });
+        return fixed;
+    }
+};
+
 // The sizes of bound layers one after the other: widths at the boundaries, where each layer's
 // parameters start, and the inner boundaries' activations as the walks below lay them out.
 template <std::size_t InSize, class Bound>
@@ -239,19 +259,8 @@ struct Sequence {
     static constexpr std::size_t layer_scratch_offset = walk::layer_scratch_offset;
     static constexpr std::size_t scratch_per_sample = walk::scratch;
     // Fixed parameters (layer.hpp): the layers' own, at their offsets.
-    static constexpr std::size_t num_fixed_params = [] {
-        std::size_t count = 0;
-        each_layer<num_layers>([&](auto l) { count += fixed_param_count<layer<decltype(l)::value>>(); });
-        return count;
-    }();
-    static constexpr bool fixed_param(std::size_t i) {
-        bool fixed = false;
-        each_layer<num_layers>([&](auto l) {
-            constexpr std::size_t I = decltype(l)::value;
-            if (i >= param_offset[I] && i < param_offset[I + 1]) fixed = is_fixed_param<layer<I>>(i - param_offset[I]);
-        });
-        return fixed;
-    }
+    static constexpr std::size_t num_fixed_params = parts_fixed_params<layers>::count;
+    static constexpr bool fixed_param(std::size_t i) { return parts_fixed_params<layers>::at(param_offset, i); }
 
     // Fills p with each layer's initial values; layer i draws from its own stream, so inserting a
     // layer does not change the draws of the layers before it.

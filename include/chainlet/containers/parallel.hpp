@@ -127,15 +127,8 @@ struct Parallel {
         using out_shape = std::conditional_t<concat || dot, Shape<out_size>, typename branch<0>::out_shape>;
         static constexpr std::size_t num_params = param_offset[B];
         // Fixed parameters (layer.hpp): the branches' own, at their offsets.
-        static constexpr std::size_t num_fixed_params = (detail::fixed_param_count<typename Branches::template bound<InShape>>() + ...);
-        static constexpr bool fixed_param(std::size_t i) {
-            bool fixed = false;
-            detail::each_layer<B>([&](auto b) {
-                constexpr std::size_t I = decltype(b)::value;
-                if (i >= param_offset[I] && i < param_offset[I + 1]) fixed = detail::is_fixed_param<branch<I>>(i - param_offset[I]);
-            });
-            return fixed;
-        }
+        static constexpr std::size_t num_fixed_params = detail::parts_fixed_params<branches>::count;
+        static constexpr bool fixed_param(std::size_t i) { return detail::parts_fixed_params<branches>::at(param_offset, i); }
 
         // Saved: the branch outputs (not for Concat: they are y), then each branch's saved storage.
         static constexpr std::size_t outputs_saved = concat ? 0 : out_offset[B];
